@@ -25,3 +25,12 @@ lint:
 ## test: lint, unit, envtest integration and kwok end-to-end tests.
 test: binaries lint
 	$(TEST_ENV) $(GO) test -count=1 -timeout 40m ./...
+
+## cluster-up / cluster-down: a local kwok cluster (kube-apiserver, etcd, kube-controller-manager,
+## kube-scheduler and fake nodes) from the cached binaries. Prints the kubeconfig path.
+.PHONY: cluster-up cluster-down
+cluster-up: binaries
+	@OLMGUARD_BIN_DIR=$(BIN_DIR) hack/cluster.sh up
+
+cluster-down:
+	@OLMGUARD_BIN_DIR=$(BIN_DIR) hack/cluster.sh down
