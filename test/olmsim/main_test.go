@@ -1,0 +1,57 @@
+package olmsim_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/testbin"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	dir, missing := testbin.Check("kube-apiserver", "etcd")
+	if missing == "" {
+		var err error
+		if env, err = testenv.StartWith(dir, nil); err != nil {
+			fmt.Fprintln(os.Stderr, "starting envtest:", err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	if env != nil {
+		_ = env.Stop()
+	}
+	os.Exit(code)
+}
+
+var seq atomic.Int32
+
+// newSim returns a simulator of the given OLM version with its own OLM namespace, so tests do
+// not see each other's objects.
+func newSim(t *testing.T, v olmsim.Version) (*olmsim.Sim, context.Context) {
+	t.Helper()
+	if env == nil {
+		testbin.Require(t, "kube-apiserver", "etcd")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	ns := fmt.Sprintf("olm-%d", seq.Add(1))
+	sim, err := olmsim.New(env.Config, env.Scheme, olmsim.Options{Version: v, Namespace: ns, CompleteJobs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return sim, ctx
+}
+
+// uniqueNS returns a fresh namespace name.
+func uniqueNS(prefix string) string { return fmt.Sprintf("%s-%d", prefix, seq.Add(1)) }
