@@ -2,6 +2,8 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 BIN_DIR := $(shell hack/test-binaries.sh dir)
+# Packages whose tests also run against OLM's real CRDs.
+REAL_CRD_PKGS := ./test/olmsim/
 TEST_ENV := OLMGUARD_BIN_DIR=$(BIN_DIR) KUBEBUILDER_ASSETS=$(BIN_DIR) OLMGUARD_REQUIRE_BINARIES=1
 
 .PHONY: all build test binaries generate lint
@@ -22,9 +24,15 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## test: lint, unit, envtest integration and kwok end-to-end tests.
+# OLM's published CRDs, when the checkout sits beside them (CI does), or OLM_CRDS=<dir>.
+OLM_CRDS ?= $(wildcard $(CURDIR)/../shared/olm-crds)
+
+## test: lint, unit, envtest integration and kwok end-to-end tests; then the simulator and the
+## webhook paths again against OLM's real CRDs when OLM_CRDS is set or ../shared/olm-crds exists.
 test: binaries lint
 	$(TEST_ENV) $(GO) test -count=1 -timeout 40m ./...
+	@if [ -n "$(OLM_CRDS)" ]; then echo "== again against OLM's published CRDs in $(OLM_CRDS)"; \
+	  $(TEST_ENV) OLMGUARD_OLM_CRDS=$(OLM_CRDS) $(GO) test -count=1 -timeout 20m $(REAL_CRD_PKGS); fi
 
 ## cluster-up / cluster-down: a local kwok cluster (kube-apiserver, etcd, kube-controller-manager,
 ## kube-scheduler and fake nodes) from the cached binaries. Prints the kubeconfig path.

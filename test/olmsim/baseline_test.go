@@ -290,8 +290,8 @@ func TestBaselineF4UnlabelledJobBlocksUnpack(t *testing.T) {
 			if err := old.Admin.Get(ctx, types.NamespacedName{Namespace: old.CatalogNamespace, Name: name}, job); err != nil {
 				t.Fatalf("old OLM left no unpack Job %s: %v", name, err)
 			}
-			if len(job.Labels) != 0 {
-				t.Fatalf("an OLM <= v0.25 Job has no labels, got %v", job.Labels)
+			if _, ok := job.Labels[olm.BundleUnpackRefLabel]; ok || job.Labels[olm.ManagedLabel] != "" {
+				t.Fatalf("an OLM <= v0.25 Job carries no OLM labels, got %v", job.Labels)
 			}
 			// OLM is upgraded; later the same bundle is installed into a second namespace.
 			sim := old.WithVersion(tc.version)

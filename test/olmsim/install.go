@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm"
+	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
@@ -276,12 +277,14 @@ func (s *Sim) syncCSV(ctx context.Context, csv *v1alpha1.ClusterServiceVersion) 
 	if err := s.ensureWebhooks(ctx, csv); err != nil {
 		return err
 	}
-	if og != nil {
-		for _, target := range og.Status.Namespaces {
-			if target != csv.Namespace {
-				if err := s.copyCSV(ctx, csv, target); err != nil {
-					return err
-				}
+	targets, err := s.copyTargets(ctx, og)
+	if err != nil {
+		return err
+	}
+	for _, target := range targets {
+		if target != csv.Namespace {
+			if err := s.copyCSV(ctx, csv, target); err != nil {
+				return err
 			}
 		}
 	}
@@ -395,6 +398,31 @@ func (s *Sim) ensureWebhooks(ctx context.Context, csv *v1alpha1.ClusterServiceVe
 		}
 	}
 	return nil
+}
+
+// copyTargets lists the namespaces a CSV is copied into: the group's targets, or every active
+// namespace for an AllNamespaces group unless copied CSVs are disabled (OLMConfig).
+func (s *Sim) copyTargets(ctx context.Context, og *olmv1.OperatorGroup) ([]string, error) {
+	if og == nil {
+		return nil, nil
+	}
+	if !og.Status.AllNamespaces() {
+		return og.Status.Namespaces, nil
+	}
+	if s.DisableCopiedCSVs {
+		return nil, nil
+	}
+	list := &corev1.NamespaceList{}
+	if err := s.Client.List(ctx, list); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ns := range list.Items {
+		if ns.Status.Phase != corev1.NamespaceTerminating && ns.DeletionTimestamp == nil {
+			out = append(out, ns.Name)
+		}
+	}
+	return out, nil
 }
 
 // copyCSV writes the copy of a CSV into a target namespace (operatorgroup.go copyToNamespace).

@@ -36,6 +36,9 @@ type Options struct {
 	// CompleteJobs makes the simulator finish unpack Jobs itself, for control planes without a
 	// Job controller (envtest). On a cluster with kube-controller-manager and kwok leave it off.
 	CompleteJobs bool
+	// DisableCopiedCSVs is OLMConfig's spec.features.disableCopiedCSVs: no copies for
+	// AllNamespaces operator groups.
+	DisableCopiedCSVs bool
 	// Now returns the current time (default time.Now).
 	Now func() time.Time
 }

@@ -14,7 +14,9 @@ type OperatorGroup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 
+	// +optional
 	Spec   OperatorGroupSpec   `json:"spec,omitzero"`
+	// +optional
 	Status OperatorGroupStatus `json:"status,omitzero"`
 }
 

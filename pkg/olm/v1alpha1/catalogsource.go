@@ -23,6 +23,7 @@ type CatalogSource struct {
 	metav1.ObjectMeta `json:"metadata"`
 
 	Spec   CatalogSourceSpec   `json:"spec"`
+	// +optional
 	Status CatalogSourceStatus `json:"status,omitzero"`
 }
 

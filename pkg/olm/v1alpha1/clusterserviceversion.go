@@ -38,6 +38,7 @@ type ClusterServiceVersion struct {
 	metav1.ObjectMeta `json:"metadata"`
 
 	Spec   ClusterServiceVersionSpec   `json:"spec"`
+	// +optional
 	Status ClusterServiceVersionStatus `json:"status,omitzero"`
 }
 
@@ -49,10 +50,13 @@ type ClusterServiceVersionSpec struct {
 	Version                   string                    `json:"version,omitempty"`
 	Replaces                  string                    `json:"replaces,omitempty"`
 	InstallStrategy           NamedInstallStrategy      `json:"install"`
+	// +optional
 	CustomResourceDefinitions CustomResourceDefinitions `json:"customresourcedefinitions,omitzero"`
+	// +optional
 	APIServiceDefinitions     APIServiceDefinitions     `json:"apiservicedefinitions,omitzero"`
 	WebhookDefinitions        []WebhookDescription      `json:"webhookdefinitions,omitempty"`
 	// Cleanup is OLM's own, never implemented, opt-in for operand deletion; olmguard honours it.
+	// +optional
 	Cleanup CleanupSpec `json:"cleanup,omitzero"`
 }
 
@@ -63,6 +67,7 @@ type NamedInstallStrategy struct {
 	StrategyName string `json:"strategy"`
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Type=object
+	// +optional
 	// +optional
 	StrategySpec runtime.RawExtension `json:"spec,omitzero"`
 }

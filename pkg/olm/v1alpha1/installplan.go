@@ -40,6 +40,7 @@ type InstallPlan struct {
 	metav1.ObjectMeta `json:"metadata"`
 
 	Spec   InstallPlanSpec   `json:"spec"`
+	// +optional
 	Status InstallPlanStatus `json:"status,omitzero"`
 }
 

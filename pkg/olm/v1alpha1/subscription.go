@@ -57,6 +57,7 @@ type Subscription struct {
 	metav1.ObjectMeta `json:"metadata"`
 
 	Spec   SubscriptionSpec   `json:"spec"`
+	// +optional
 	Status SubscriptionStatus `json:"status,omitzero"`
 }
 
