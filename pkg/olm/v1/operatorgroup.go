@@ -15,7 +15,7 @@ type OperatorGroup struct {
 	metav1.ObjectMeta `json:"metadata"`
 
 	// +optional
-	Spec   OperatorGroupSpec   `json:"spec,omitzero"`
+	Spec OperatorGroupSpec `json:"spec,omitzero"`
 	// +optional
 	Status OperatorGroupStatus `json:"status,omitzero"`
 }

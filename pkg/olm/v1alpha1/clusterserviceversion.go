@@ -37,7 +37,7 @@ type ClusterServiceVersion struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 
-	Spec   ClusterServiceVersionSpec   `json:"spec"`
+	Spec ClusterServiceVersionSpec `json:"spec"`
 	// +optional
 	Status ClusterServiceVersionStatus `json:"status,omitzero"`
 }
@@ -46,15 +46,15 @@ type ClusterServiceVersion struct {
 //
 // +kubebuilder:pruning:PreserveUnknownFields
 type ClusterServiceVersionSpec struct {
-	DisplayName               string                    `json:"displayName"`
-	Version                   string                    `json:"version,omitempty"`
-	Replaces                  string                    `json:"replaces,omitempty"`
-	InstallStrategy           NamedInstallStrategy      `json:"install"`
+	DisplayName     string               `json:"displayName"`
+	Version         string               `json:"version,omitempty"`
+	Replaces        string               `json:"replaces,omitempty"`
+	InstallStrategy NamedInstallStrategy `json:"install"`
 	// +optional
 	CustomResourceDefinitions CustomResourceDefinitions `json:"customresourcedefinitions,omitzero"`
 	// +optional
-	APIServiceDefinitions     APIServiceDefinitions     `json:"apiservicedefinitions,omitzero"`
-	WebhookDefinitions        []WebhookDescription      `json:"webhookdefinitions,omitempty"`
+	APIServiceDefinitions APIServiceDefinitions `json:"apiservicedefinitions,omitzero"`
+	WebhookDefinitions    []WebhookDescription  `json:"webhookdefinitions,omitempty"`
 	// Cleanup is OLM's own, never implemented, opt-in for operand deletion; olmguard honours it.
 	// +optional
 	Cleanup CleanupSpec `json:"cleanup,omitzero"`

@@ -39,7 +39,7 @@ type InstallPlan struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 
-	Spec   InstallPlanSpec   `json:"spec"`
+	Spec InstallPlanSpec `json:"spec"`
 	// +optional
 	Status InstallPlanStatus `json:"status,omitzero"`
 }
