@@ -1,0 +1,31 @@
+// Package metrics defines olmguard's Prometheus metrics, registered with controller-runtime's
+// registry so both binaries serve them on /metrics. Every name starts with olmguard_.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// Mutations counts admission requests a mutating webhook answered with a patch, by webhook.
+	Mutations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_webhook_mutations_total",
+		Help: "Admission requests answered with a patch, by webhook.",
+	}, []string{"webhook"})
+	// LookupErrors counts admission requests let through unchanged because a lookup failed
+	// (the controller repairs those objects later).
+	LookupErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_webhook_lookup_errors_total",
+		Help: "Admission requests allowed unchanged because a lookup failed, by webhook.",
+	}, []string{"webhook"})
+	// InstallPlanRepairs counts InstallPlans the controller patched with missing Subscription owners.
+	InstallPlanRepairs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "olmguard_installplan_owner_repairs_total",
+		Help: "InstallPlans the controller patched to add missing Subscription ownerReferences.",
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(Mutations, LookupErrors, InstallPlanRepairs)
+}

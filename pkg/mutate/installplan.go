@@ -1,0 +1,116 @@
+package mutate
+
+import (
+	"sort"
+	"strconv"
+
+	"gomodules.xyz/jsonpatch/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+)
+
+// Subscription is what the InstallPlan owner computation needs to know of a live Subscription in
+// the plan's namespace.
+type Subscription struct {
+	Name string
+	UID  types.UID
+	// Deleting is true once the Subscription has a deletionTimestamp: it is never added as an owner.
+	Deleting bool
+	// InstallPlanRef is the name in status.installPlanRef ("" when unset).
+	InstallPlanRef string
+}
+
+// Operation is the admission operation being answered.
+type Operation string
+
+const (
+	Create Operation = "CREATE"
+	Update Operation = "UPDATE"
+)
+
+// InstallPlanOwners returns the Subscriptions an InstallPlan must be owned by (OLM issue #3199:
+// OLM writes owners once, from a stale snapshot, and never repairs them):
+//   - on CREATE, every live Subscription in the namespace: OLM resolves them together and means
+//     every plan to be owned by all of them;
+//   - on UPDATE (and for the controller's repair), every Subscription whose installPlanRef names the
+//     plan, and every Subscription the old object referenced that still exists (a write that drops
+//     it gets it back).
+//
+// Subscriptions being deleted are never included. The result is sorted by name.
+func InstallPlanOwners(op Operation, planName string, oldRefs []metav1.OwnerReference, subs []Subscription) []Subscription {
+	oldNames := map[string]bool{}
+	for _, r := range oldRefs {
+		if isSubscriptionRef(r) {
+			oldNames[r.Name] = true
+		}
+	}
+	var out []Subscription
+	for _, s := range subs {
+		if s.Deleting || s.UID == "" || s.Name == "" {
+			continue
+		}
+		if op == Create || (s.InstallPlanRef != "" && s.InstallPlanRef == planName) || oldNames[s.Name] {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// SubscriptionOwnerRef is the reference OLM's ownerutil.AddNonBlockingOwner writes.
+func SubscriptionOwnerRef(name string, uid types.UID) metav1.OwnerReference {
+	f := false
+	return metav1.OwnerReference{APIVersion: olm.V1alpha1APIVersion, Kind: olm.SubscriptionKind,
+		Name: name, UID: uid, Controller: &f, BlockOwnerDeletion: &f}
+}
+
+// OwnerReferencesPatch returns the JSON patch that makes refs include a reference to every owner:
+// a missing one is appended; one with the right name and a stale UID gets the live UID. Nothing is
+// removed or reordered, so OLM's own references keep their positions. No operations means refs are
+// already right.
+func OwnerReferencesPatch(refs []metav1.OwnerReference, owners []Subscription) []jsonpatch.Operation {
+	var ops []jsonpatch.Operation
+	var added []metav1.OwnerReference
+	for _, s := range owners {
+		stale := -1
+		found := false
+		for i, r := range refs {
+			if !isSubscriptionRef(r) || r.Name != s.Name {
+				continue
+			}
+			if r.UID == s.UID {
+				found = true
+				break
+			}
+			if stale < 0 {
+				stale = i
+			}
+		}
+		switch {
+		case found:
+		case stale >= 0:
+			ops = append(ops, jsonpatch.NewOperation("replace", "/metadata/ownerReferences/"+strconv.Itoa(stale)+"/uid", string(s.UID)))
+		default:
+			added = append(added, SubscriptionOwnerRef(s.Name, s.UID))
+		}
+	}
+	if len(added) == 0 {
+		return ops
+	}
+	if refs == nil {
+		return append(ops, jsonpatch.NewOperation("add", "/metadata/ownerReferences", added))
+	}
+	for _, r := range added {
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/ownerReferences/-", r))
+	}
+	return ops
+}
+
+// isSubscriptionRef matches OLM's GetOwnersByKind: kind Subscription of OLM's group, any version.
+func isSubscriptionRef(r metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(r.APIVersion)
+	return r.Kind == olm.SubscriptionKind && err == nil && gv.Group == olm.Group
+}

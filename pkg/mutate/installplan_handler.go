@@ -1,0 +1,143 @@
+package mutate
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+)
+
+// SubscriptionLister returns the Subscriptions of a namespace.
+type SubscriptionLister interface {
+	Subscriptions(ctx context.Context, namespace string) ([]Subscription, error)
+}
+
+// LiveSubscriptions lists Subscriptions from the apiserver on every call. The webhook must see a
+// Subscription created milliseconds before the plan (the #3199 window), which an informer cache
+// does not guarantee; plans are written a handful of times per install, so a live List is cheap.
+type LiveSubscriptions struct{ Reader client.Reader }
+
+// Subscriptions lists the namespace's Subscriptions live.
+func (l LiveSubscriptions) Subscriptions(ctx context.Context, namespace string) ([]Subscription, error) {
+	list := &v1alpha1.SubscriptionList{}
+	if err := l.Reader.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	return FromSubscriptions(list.Items), nil
+}
+
+// FromSubscriptions turns typed Subscriptions into the view the owner computation uses.
+func FromSubscriptions(items []v1alpha1.Subscription) []Subscription {
+	out := make([]Subscription, 0, len(items))
+	for i := range items {
+		s := &items[i]
+		v := Subscription{Name: s.Name, UID: s.UID, Deleting: s.DeletionTimestamp != nil}
+		if ref := s.Status.InstallPlanRef; ref != nil && (ref.Namespace == "" || ref.Namespace == s.Namespace) {
+			v.InstallPlanRef = ref.Name
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// objectMeta decodes only the metadata of an admitted object: InstallPlans can be large and the
+// rest is never read.
+type objectMeta struct {
+	Metadata *struct {
+		Name              string                  `json:"name"`
+		Namespace         string                  `json:"namespace"`
+		DeletionTimestamp *metav1.Time            `json:"deletionTimestamp"`
+		OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
+	} `json:"metadata"`
+}
+
+func decodeMeta(raw []byte) (*objectMeta, error) {
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("empty object")
+	}
+	m := &objectMeta{}
+	// Case-sensitive, like the apiserver: encoding/json would read "metAdAtA" as metadata.
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, m); err != nil {
+		return nil, err
+	}
+	if m.Metadata == nil {
+		return nil, fmt.Errorf("object has no metadata")
+	}
+	return m, nil
+}
+
+// InstallPlanHandler serves /mutate/installplans: it merges into every plan the ownerReferences
+// of the live Subscriptions it serves (F1, OLM issue #3199).
+type InstallPlanHandler struct {
+	Subscriptions SubscriptionLister
+	// LookupTimeout bounds the Subscription lookup (default 2s; the webhook's own timeout is 3s).
+	LookupTimeout time.Duration
+}
+
+const installPlansWebhook = "installplans"
+
+// Handle answers one AdmissionReview.
+func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Kind.Kind != olm.InstallPlanKind || req.Kind.Group != olm.Group {
+		return admission.Allowed("not an InstallPlan")
+	}
+	op := Operation(req.Operation)
+	if op != Create && op != Update {
+		return admission.Allowed("")
+	}
+	obj, err := decodeMeta(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding InstallPlan: %w", err))
+	}
+	if obj.Metadata.DeletionTimestamp != nil {
+		return admission.Allowed("being deleted")
+	}
+	ns := obj.Metadata.Namespace
+	if ns == "" {
+		ns = req.Namespace
+	}
+	name := obj.Metadata.Name
+	if name == "" {
+		name = req.Name
+	}
+	var oldRefs []metav1.OwnerReference
+	if op == Update {
+		old, err := decodeMeta(req.OldObject.Raw)
+		if err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old InstallPlan: %w", err))
+		}
+		oldRefs = old.Metadata.OwnerReferences
+	}
+	timeout := h.LookupTimeout
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	subs, err := h.Subscriptions.Subscriptions(lctx, ns)
+	if err != nil {
+		// Fail open: OLM's write goes through as it is and the controller repairs the plan.
+		metrics.LookupErrors.WithLabelValues(installPlansWebhook).Inc()
+		resp := admission.Allowed("")
+		resp.Warnings = []string{"olmguard: could not list Subscriptions, ownerReferences left for the controller to repair: " + err.Error()}
+		return resp
+	}
+	owners := InstallPlanOwners(op, name, oldRefs, subs)
+	ops := OwnerReferencesPatch(obj.Metadata.OwnerReferences, owners)
+	if len(ops) == 0 {
+		return admission.Allowed("")
+	}
+	metrics.Mutations.WithLabelValues(installPlansWebhook).Inc()
+	return admission.Patched("added Subscription ownerReferences", ops...)
+}
+
+var _ admission.Handler = &InstallPlanHandler{}

@@ -1,0 +1,148 @@
+package mutate
+
+import (
+	"encoding/json"
+	"testing"
+
+	jsonpatchapply "github.com/evanphx/json-patch/v5"
+	"github.com/google/go-cmp/cmp"
+	"gomodules.xyz/jsonpatch/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func names(subs []Subscription) []string {
+	var out []string
+	for _, s := range subs {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func TestInstallPlanOwners(t *testing.T) {
+	a := Subscription{Name: "a", UID: "uid-a"}
+	b := Subscription{Name: "b", UID: "uid-b", InstallPlanRef: "install-1"}
+	c := Subscription{Name: "c", UID: "uid-c", InstallPlanRef: "install-2"}
+	gone := Subscription{Name: "d", UID: "uid-d", Deleting: true, InstallPlanRef: "install-1"}
+	tests := []struct {
+		name    string
+		op      Operation
+		plan    string
+		oldRefs []metav1.OwnerReference
+		subs    []Subscription
+		want    []string
+	}{
+		{"create: every live Subscription", Create, "", nil, []Subscription{c, a, b}, []string{"a", "b", "c"}},
+		{"create: never one being deleted", Create, "", nil, []Subscription{a, gone}, []string{"a"}},
+		{"create: none", Create, "", nil, nil, nil},
+		{"update: those naming the plan", Update, "install-1", nil, []Subscription{a, b, c}, []string{"b"}},
+		{"update: old owners that still exist come back", Update, "install-1", []metav1.OwnerReference{SubscriptionOwnerRef("a", "uid-old")}, []Subscription{a, b, c}, []string{"a", "b"}},
+		{"update: old owner that is gone is not added", Update, "install-1", []metav1.OwnerReference{SubscriptionOwnerRef("zz", "uid-zz")}, []Subscription{a, b}, []string{"b"}},
+		{"update: deleting never added even if named", Update, "install-1", []metav1.OwnerReference{SubscriptionOwnerRef("d", "uid-d")}, []Subscription{gone}, nil},
+		{"update: other kinds in old refs are ignored", Update, "install-9", []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "a"}}, []Subscription{a}, nil},
+		{"update: a ref of another group is not a Subscription", Update, "install-9", []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Subscription", Name: "a"}}, []Subscription{a}, nil},
+		{"subscriptions without a UID are skipped", Create, "", nil, []Subscription{{Name: "x"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := names(InstallPlanOwners(tt.op, tt.plan, tt.oldRefs, tt.subs))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("owners (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// planJSON renders a minimal InstallPlan with the given ownerReferences (nil: field absent).
+func planJSON(t testing.TB, refs []metav1.OwnerReference) []byte {
+	t.Helper()
+	meta := map[string]any{"name": "install-1", "namespace": "ns"}
+	if refs != nil {
+		meta["ownerReferences"] = refs
+	}
+	b, err := json.Marshal(map[string]any{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "metadata": meta,
+		"spec": map[string]any{"approval": "Automatic", "approved": true, "clusterServiceVersionNames": []string{"x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func applyPatch(t testing.TB, doc []byte, ops []jsonpatch.Operation) []byte {
+	t.Helper()
+	if len(ops) == 0 {
+		return doc
+	}
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := jsonpatchapply.DecodePatch(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Apply(doc)
+	if err != nil {
+		t.Fatalf("patch %s does not apply: %v", raw, err)
+	}
+	return out
+}
+
+func refsOf(t testing.TB, doc []byte) []metav1.OwnerReference {
+	t.Helper()
+	var m struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(doc, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Metadata.OwnerReferences
+}
+
+func TestOwnerReferencesPatch(t *testing.T) {
+	cm := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "cm", UID: "uid-cm"}
+	a, b := Subscription{Name: "a", UID: "uid-a"}, Subscription{Name: "b", UID: "uid-b"}
+	tests := []struct {
+		name   string
+		refs   []metav1.OwnerReference
+		owners []Subscription
+		want   []metav1.OwnerReference
+		nOps   int
+	}{
+		{"no field: added whole", nil, []Subscription{a, b}, []metav1.OwnerReference{SubscriptionOwnerRef("a", "uid-a"), SubscriptionOwnerRef("b", "uid-b")}, 1},
+		{"appended after OLM's refs, order kept", []metav1.OwnerReference{cm, SubscriptionOwnerRef("a", "uid-a")}, []Subscription{a, b},
+			[]metav1.OwnerReference{cm, SubscriptionOwnerRef("a", "uid-a"), SubscriptionOwnerRef("b", "uid-b")}, 1},
+		{"already right: no ops", []metav1.OwnerReference{SubscriptionOwnerRef("b", "uid-b"), SubscriptionOwnerRef("a", "uid-a")}, []Subscription{a, b},
+			[]metav1.OwnerReference{SubscriptionOwnerRef("b", "uid-b"), SubscriptionOwnerRef("a", "uid-a")}, 0},
+		{"stale UID replaced in place", []metav1.OwnerReference{cm, SubscriptionOwnerRef("a", "uid-stale")}, []Subscription{a},
+			[]metav1.OwnerReference{cm, SubscriptionOwnerRef("a", "uid-a")}, 1},
+		{"nothing removed: refs to others stay", []metav1.OwnerReference{SubscriptionOwnerRef("x", "uid-x")}, []Subscription{a},
+			[]metav1.OwnerReference{SubscriptionOwnerRef("x", "uid-x"), SubscriptionOwnerRef("a", "uid-a")}, 1},
+		{"empty list: appended", []metav1.OwnerReference{}, []Subscription{a}, []metav1.OwnerReference{SubscriptionOwnerRef("a", "uid-a")}, 1},
+		{"no owners: no ops", []metav1.OwnerReference{cm}, nil, []metav1.OwnerReference{cm}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := planJSON(t, tt.refs)
+			ops := OwnerReferencesPatch(tt.refs, tt.owners)
+			if len(ops) != tt.nOps {
+				t.Errorf("got %d ops %v, want %d", len(ops), ops, tt.nOps)
+			}
+			got := refsOf(t, applyPatch(t, doc, ops))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ownerReferences after patch (-want +got):\n%s", diff)
+			}
+			// Idempotent: the patched object needs nothing more.
+			if again := OwnerReferencesPatch(got, tt.owners); len(again) != 0 {
+				t.Errorf("second patch not empty: %v", again)
+			}
+		})
+	}
+}
+
+func TestSubscriptionOwnerRefIsNonBlocking(t *testing.T) {
+	r := SubscriptionOwnerRef("s", types.UID("u"))
+	if r.APIVersion != "operators.coreos.com/v1alpha1" || r.Kind != "Subscription" || *r.Controller || *r.BlockOwnerDeletion {
+		t.Fatalf("reference %+v is not OLM's non-blocking owner reference", r)
+	}
+}
