@@ -19,8 +19,15 @@ type Subscription struct {
 	UID  types.UID
 	// Deleting is true once the Subscription has a deletionTimestamp: it is never added as an owner.
 	Deleting bool
-	// InstallPlanRef is the name in status.installPlanRef ("" when unset).
-	InstallPlanRef string
+	// InstallPlanRef and InstallPlanRefUID are status.installPlanRef's name and UID ("" when unset).
+	InstallPlanRef    string
+	InstallPlanRefUID types.UID
+}
+
+// refersTo reports whether the Subscription's installPlanRef names the plan (and, when both UIDs
+// are known, the same object, not an older plan of that name).
+func (s Subscription) refersTo(name string, uid types.UID) bool {
+	return s.InstallPlanRef != "" && s.InstallPlanRef == name && (uid == "" || s.InstallPlanRefUID == "" || s.InstallPlanRefUID == uid)
 }
 
 // Operation is the admission operation being answered.
@@ -40,7 +47,7 @@ const (
 //     it gets it back).
 //
 // Subscriptions being deleted are never included. The result is sorted by name.
-func InstallPlanOwners(op Operation, planName string, oldRefs []metav1.OwnerReference, subs []Subscription) []Subscription {
+func InstallPlanOwners(op Operation, planName string, planUID types.UID, oldRefs []metav1.OwnerReference, subs []Subscription) []Subscription {
 	oldNames := map[string]bool{}
 	for _, r := range oldRefs {
 		if isSubscriptionRef(r) {
@@ -52,7 +59,7 @@ func InstallPlanOwners(op Operation, planName string, oldRefs []metav1.OwnerRefe
 		if s.Deleting || s.UID == "" || s.Name == "" {
 			continue
 		}
-		if op == Create || (s.InstallPlanRef != "" && s.InstallPlanRef == planName) || oldNames[s.Name] {
+		if op == Create || s.refersTo(planName, planUID) || oldNames[s.Name] {
 			out = append(out, s)
 		}
 	}

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -42,7 +43,7 @@ func FromSubscriptions(items []v1alpha1.Subscription) []Subscription {
 		s := &items[i]
 		v := Subscription{Name: s.Name, UID: s.UID, Deleting: s.DeletionTimestamp != nil}
 		if ref := s.Status.InstallPlanRef; ref != nil && (ref.Namespace == "" || ref.Namespace == s.Namespace) {
-			v.InstallPlanRef = ref.Name
+			v.InstallPlanRef, v.InstallPlanRefUID = ref.Name, ref.UID
 		}
 		out = append(out, v)
 	}
@@ -54,6 +55,7 @@ func FromSubscriptions(items []v1alpha1.Subscription) []Subscription {
 type objectMeta struct {
 	Metadata *struct {
 		Name              string                  `json:"name"`
+		UID               types.UID               `json:"uid"`
 		Namespace         string                  `json:"namespace"`
 		DeletionTimestamp *metav1.Time            `json:"deletionTimestamp"`
 		OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
@@ -131,7 +133,7 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 		resp.Warnings = []string{"olmguard: could not list Subscriptions, ownerReferences left for the controller to repair: " + err.Error()}
 		return resp
 	}
-	owners := InstallPlanOwners(op, name, oldRefs, subs)
+	owners := InstallPlanOwners(op, name, obj.Metadata.UID, oldRefs, subs)
 	ops := OwnerReferencesPatch(obj.Metadata.OwnerReferences, owners)
 	if len(ops) == 0 {
 		return admission.Allowed("")

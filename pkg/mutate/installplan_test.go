@@ -28,24 +28,29 @@ func TestInstallPlanOwners(t *testing.T) {
 		name    string
 		op      Operation
 		plan    string
+		uid     types.UID
 		oldRefs []metav1.OwnerReference
 		subs    []Subscription
 		want    []string
 	}{
-		{"create: every live Subscription", Create, "", nil, []Subscription{c, a, b}, []string{"a", "b", "c"}},
-		{"create: never one being deleted", Create, "", nil, []Subscription{a, gone}, []string{"a"}},
-		{"create: none", Create, "", nil, nil, nil},
-		{"update: those naming the plan", Update, "install-1", nil, []Subscription{a, b, c}, []string{"b"}},
-		{"update: old owners that still exist come back", Update, "install-1", []metav1.OwnerReference{SubscriptionOwnerRef("a", "uid-old")}, []Subscription{a, b, c}, []string{"a", "b"}},
-		{"update: old owner that is gone is not added", Update, "install-1", []metav1.OwnerReference{SubscriptionOwnerRef("zz", "uid-zz")}, []Subscription{a, b}, []string{"b"}},
-		{"update: deleting never added even if named", Update, "install-1", []metav1.OwnerReference{SubscriptionOwnerRef("d", "uid-d")}, []Subscription{gone}, nil},
-		{"update: other kinds in old refs are ignored", Update, "install-9", []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "a"}}, []Subscription{a}, nil},
-		{"update: a ref of another group is not a Subscription", Update, "install-9", []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Subscription", Name: "a"}}, []Subscription{a}, nil},
-		{"subscriptions without a UID are skipped", Create, "", nil, []Subscription{{Name: "x"}}, nil},
+		{"create: every live Subscription", Create, "", "", nil, []Subscription{c, a, b}, []string{"a", "b", "c"}},
+		{"create: never one being deleted", Create, "", "", nil, []Subscription{a, gone}, []string{"a"}},
+		{"create: none", Create, "", "", nil, nil, nil},
+		{"update: those naming the plan", Update, "install-1", "", nil, []Subscription{a, b, c}, []string{"b"}},
+		{"update: old owners that still exist come back", Update, "install-1", "", []metav1.OwnerReference{SubscriptionOwnerRef("a", "uid-old")}, []Subscription{a, b, c}, []string{"a", "b"}},
+		{"update: old owner that is gone is not added", Update, "install-1", "", []metav1.OwnerReference{SubscriptionOwnerRef("zz", "uid-zz")}, []Subscription{a, b}, []string{"b"}},
+		{"update: deleting never added even if named", Update, "install-1", "", []metav1.OwnerReference{SubscriptionOwnerRef("d", "uid-d")}, []Subscription{gone}, nil},
+		{"update: other kinds in old refs are ignored", Update, "install-9", "", []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "a"}}, []Subscription{a}, nil},
+		{"update: a ref of another group is not a Subscription", Update, "install-9", "", []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Subscription", Name: "a"}}, []Subscription{a}, nil},
+		{"update: a ref to an older plan of the same name is not this plan", Update, "install-1", "uid-new", nil,
+			[]Subscription{{Name: "e", UID: "uid-e", InstallPlanRef: "install-1", InstallPlanRefUID: "uid-old"}}, nil},
+		{"update: a ref with the plan's UID counts", Update, "install-1", "uid-new", nil,
+			[]Subscription{{Name: "e", UID: "uid-e", InstallPlanRef: "install-1", InstallPlanRefUID: "uid-new"}}, []string{"e"}},
+		{"subscriptions without a UID are skipped", Create, "", "", nil, []Subscription{{Name: "x"}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := names(InstallPlanOwners(tt.op, tt.plan, tt.oldRefs, tt.subs))
+			got := names(InstallPlanOwners(tt.op, tt.plan, tt.uid, tt.oldRefs, tt.subs))
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("owners (-want +got):\n%s", diff)
 			}
