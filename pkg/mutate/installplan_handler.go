@@ -7,14 +7,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	sigsjson "sigs.k8s.io/json"
 
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/review"
 )
 
 // SubscriptionLister returns the Subscriptions of a namespace.
@@ -50,33 +49,6 @@ func FromSubscriptions(items []v1alpha1.Subscription) []Subscription {
 	return out
 }
 
-// objectMeta decodes only the metadata of an admitted object: InstallPlans can be large and the
-// rest is never read.
-type objectMeta struct {
-	Metadata *struct {
-		Name              string                  `json:"name"`
-		UID               types.UID               `json:"uid"`
-		Namespace         string                  `json:"namespace"`
-		DeletionTimestamp *metav1.Time            `json:"deletionTimestamp"`
-		OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
-	} `json:"metadata"`
-}
-
-func decodeMeta(raw []byte) (*objectMeta, error) {
-	if len(raw) == 0 {
-		return nil, fmt.Errorf("empty object")
-	}
-	m := &objectMeta{}
-	// Case-sensitive, like the apiserver: encoding/json would read "metAdAtA" as metadata.
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, m); err != nil {
-		return nil, err
-	}
-	if m.Metadata == nil {
-		return nil, fmt.Errorf("object has no metadata")
-	}
-	return m, nil
-}
-
 // InstallPlanHandler serves /mutate/installplans: it merges into every plan the ownerReferences
 // of the live Subscriptions it serves (F1, OLM issue #3199).
 type InstallPlanHandler struct {
@@ -96,28 +68,28 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 	if op != Create && op != Update {
 		return admission.Allowed("")
 	}
-	obj, err := decodeMeta(req.Object.Raw)
+	obj, err := review.DecodeMeta(req.Object.Raw)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding InstallPlan: %w", err))
 	}
-	if obj.Metadata.DeletionTimestamp != nil {
+	if obj.DeletionTimestamp != nil {
 		return admission.Allowed("being deleted")
 	}
-	ns := obj.Metadata.Namespace
+	ns := obj.Namespace
 	if ns == "" {
 		ns = req.Namespace
 	}
-	name := obj.Metadata.Name
+	name := obj.Name
 	if name == "" {
 		name = req.Name
 	}
 	var oldRefs []metav1.OwnerReference
 	if op == Update {
-		old, err := decodeMeta(req.OldObject.Raw)
+		old, err := review.DecodeMeta(req.OldObject.Raw)
 		if err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old InstallPlan: %w", err))
 		}
-		oldRefs = old.Metadata.OwnerReferences
+		oldRefs = old.OwnerReferences
 	}
 	timeout := h.LookupTimeout
 	if timeout <= 0 {
@@ -133,8 +105,8 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 		resp.Warnings = []string{"olmguard: could not list Subscriptions, ownerReferences left for the controller to repair: " + err.Error()}
 		return resp
 	}
-	owners := InstallPlanOwners(op, name, obj.Metadata.UID, oldRefs, subs)
-	ops := OwnerReferencesPatch(obj.Metadata.OwnerReferences, owners)
+	owners := InstallPlanOwners(op, name, obj.UID, oldRefs, subs)
+	ops := OwnerReferencesPatch(obj.OwnerReferences, owners)
 	if len(ops) == 0 {
 		return admission.Allowed("")
 	}

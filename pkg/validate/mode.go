@@ -1,0 +1,83 @@
+// Package validate holds olmguard's admission policies. Each has a mode: enforce (deny), warn
+// (allow with an admission warning) or off. The decisions are pure functions; the handlers decode,
+// look up and answer.
+package validate
+
+import (
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Mode is how a policy acts on a violation.
+type Mode string
+
+const (
+	Enforce Mode = "enforce"
+	Warn    Mode = "warn"
+	Off     Mode = "off"
+)
+
+// String implements flag.Value.
+func (m *Mode) String() string { return string(*m) }
+
+// Set implements flag.Value.
+func (m *Mode) Set(s string) error {
+	switch Mode(s) {
+	case Enforce, Warn, Off:
+		*m = Mode(s)
+		return nil
+	}
+	return fmt.Errorf("invalid policy mode %q: want enforce, warn or off", s)
+}
+
+// Policies are the modes of every policy, as the webhook's flags set them.
+type Policies struct {
+	// MixedApproval: a namespace mixing Manual and Automatic Subscriptions (OLM then makes every
+	// plan Manual, so the Automatic ones stop upgrading on their own).
+	MixedApproval Mode
+	// DuplicatePackage: a second Subscription for the same package in one namespace.
+	DuplicatePackage Mode
+	// InstallPlanOwnerDrop: an InstallPlan update that drops a live Subscription's ownerReference
+	// (the garbage collector could then delete a plan still in use).
+	InstallPlanOwnerDrop Mode
+	// CleanupFinalizer: removal of olmguard.io/cleanup by anyone but olmguard's controller while
+	// its cleanup is pending.
+	CleanupFinalizer Mode
+}
+
+// DefaultPolicies are the flag defaults: warn where OLM's own behaviour is only surprising,
+// enforce where a write would lose data or cleanup.
+func DefaultPolicies() Policies {
+	return Policies{MixedApproval: Warn, DuplicatePackage: Warn, InstallPlanOwnerDrop: Enforce, CleanupFinalizer: Enforce}
+}
+
+// Violation is one policy broken by a request.
+type Violation struct {
+	Policy  string
+	Mode    Mode
+	Message string
+}
+
+// Respond turns violations into an admission answer: any enforced one denies with every enforced
+// message; warned ones become warnings; off ones are dropped.
+func Respond(violations []Violation) admission.Response {
+	var denied, warnings []string
+	for _, v := range violations {
+		switch v.Mode {
+		case Enforce:
+			denied = append(denied, v.Message)
+		case Warn:
+			warnings = append(warnings, "olmguard: "+v.Message)
+		}
+	}
+	var resp admission.Response
+	if len(denied) > 0 {
+		resp = admission.Denied("olmguard: " + strings.Join(denied, "; "))
+	} else {
+		resp = admission.Allowed("")
+	}
+	resp.Warnings = warnings
+	return resp
+}

@@ -1,0 +1,218 @@
+package validate
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+)
+
+func sub(name, pkg string, approval v1alpha1.Approval) v1alpha1.Subscription {
+	return v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
+		Spec: v1alpha1.SubscriptionSpec{Package: pkg, InstallPlanApproval: approval, CatalogSource: "c", CatalogSourceNamespace: "olm"}}
+}
+
+func TestModeSet(t *testing.T) {
+	var m Mode
+	for _, ok := range []string{"enforce", "warn", "off"} {
+		if err := m.Set(ok); err != nil || string(m) != ok {
+			t.Errorf("Set(%q) = %v", ok, err)
+		}
+	}
+	if err := m.Set("deny"); err == nil || !strings.Contains(err.Error(), "enforce, warn or off") {
+		t.Errorf("Set(deny) = %v, want a clear error", err)
+	}
+}
+
+func TestSubscriptionPolicies(t *testing.T) {
+	auto, manual := v1alpha1.ApprovalAutomatic, v1alpha1.ApprovalManual
+	deleting := sub("old", "etcd", manual)
+	deleting.DeletionTimestamp = &metav1.Time{}
+	tests := []struct {
+		name   string
+		sub    v1alpha1.Subscription
+		others []v1alpha1.Subscription
+		want   []string // policies violated
+	}{
+		{"alone", sub("a", "etcd", auto), nil, nil},
+		{"itself in the list is not a duplicate", sub("a", "etcd", auto), []v1alpha1.Subscription{sub("a", "etcd", auto)}, nil},
+		{"same package twice", sub("b", "etcd", auto), []v1alpha1.Subscription{sub("a", "etcd", auto)}, []string{"duplicate-package"}},
+		{"manual beside automatic", sub("b", "redis", manual), []v1alpha1.Subscription{sub("a", "etcd", auto)}, []string{"mixed-approval"}},
+		{"empty approval is Automatic", sub("b", "redis", ""), []v1alpha1.Subscription{sub("a", "etcd", auto)}, nil},
+		{"both", sub("b", "etcd", manual), []v1alpha1.Subscription{sub("a", "etcd", auto)}, []string{"duplicate-package", "mixed-approval"}},
+		{"ones being deleted do not count", sub("b", "etcd", auto), []v1alpha1.Subscription{deleting}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, v := range SubscriptionPolicies(DefaultPolicies(), &tt.sub, tt.others) {
+				got = append(got, v.Policy)
+				if v.Mode != Warn || v.Message == "" {
+					t.Errorf("violation %+v: want mode warn (default) and a message", v)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+		})
+	}
+	off := Policies{MixedApproval: Off, DuplicatePackage: Off}
+	if v := SubscriptionPolicies(off, &tests[5].sub, tests[5].others); len(v) != 0 {
+		t.Errorf("policies off still report %v", v)
+	}
+}
+
+func ref(name, uid string) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "operators.coreos.com/v1alpha1", Kind: "Subscription", Name: name, UID: types.UID(uid)}
+}
+
+func TestDroppedOwners(t *testing.T) {
+	live := map[string]types.UID{"a": "uid-a", "b": "uid-b"}
+	tests := []struct {
+		name     string
+		old, new []metav1.OwnerReference
+		want     []string
+	}{
+		{"nothing dropped", []metav1.OwnerReference{ref("a", "uid-a")}, []metav1.OwnerReference{ref("a", "uid-a"), ref("b", "uid-b")}, nil},
+		{"live one dropped", []metav1.OwnerReference{ref("a", "uid-a"), ref("b", "uid-b")}, []metav1.OwnerReference{ref("a", "uid-a")}, []string{"b"}},
+		{"dead one dropped is fine", []metav1.OwnerReference{ref("gone", "uid-gone")}, nil, nil},
+		{"stale UID dropped is fine", []metav1.OwnerReference{ref("a", "uid-old")}, nil, nil},
+		{"all dropped", []metav1.OwnerReference{ref("b", "uid-b"), ref("a", "uid-a")}, nil, []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, DroppedOwners(tt.old, tt.new, live)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
+}
+
+func TestRespond(t *testing.T) {
+	if r := Respond(nil); !r.Allowed || len(r.Warnings) != 0 {
+		t.Errorf("no violations: %+v", r)
+	}
+	r := Respond([]Violation{{Mode: Warn, Message: "w"}, {Mode: Off, Message: "o"}})
+	if !r.Allowed || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "w") {
+		t.Errorf("warn: %+v", r)
+	}
+	r = Respond([]Violation{{Mode: Enforce, Message: "e"}, {Mode: Warn, Message: "w"}})
+	if r.Allowed || !strings.Contains(r.Result.Message, "e") || r.Result.Code != http.StatusForbidden {
+		t.Errorf("enforce: %+v", r.Result)
+	}
+}
+
+func scheme(t testing.TB) *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func request(t testing.TB, kind string, op admissionv1.Operation, obj, old any) admission.Request {
+	raw := func(v any) []byte {
+		if b, ok := v.([]byte); ok {
+			return b
+		}
+		if v == nil {
+			return nil
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "1", Namespace: "ns", Operation: op,
+		Kind:   metav1.GroupVersionKind{Group: "operators.coreos.com", Version: "v1alpha1", Kind: kind},
+		Object: runtime.RawExtension{Raw: raw(obj)}, OldObject: runtime.RawExtension{Raw: raw(old)}}}
+}
+
+func TestSubscriptionHandler(t *testing.T) {
+	existing := sub("a", "etcd", v1alpha1.ApprovalAutomatic)
+	reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&existing).Build()
+	p := DefaultPolicies()
+	p.DuplicatePackage = Enforce
+	h := &SubscriptionHandler{Reader: reader, Policies: p}
+	dup, manual, same := sub("b", "etcd", v1alpha1.ApprovalAutomatic), sub("c", "redis", v1alpha1.ApprovalManual), sub("a", "etcd", v1alpha1.ApprovalAutomatic)
+
+	if r := h.Handle(context.Background(), request(t, "Subscription", admissionv1.Create, dup, nil)); r.Allowed || !strings.Contains(r.Result.Message, `package "etcd"`) {
+		t.Errorf("duplicate package (enforce) = %+v", r.Result)
+	}
+	if r := h.Handle(context.Background(), request(t, "Subscription", admissionv1.Create, manual, nil)); !r.Allowed || len(r.Warnings) != 1 {
+		t.Errorf("mixed approval (warn) = %+v", r)
+	}
+	if r := h.Handle(context.Background(), request(t, "Subscription", admissionv1.Update, same, same)); !r.Allowed || len(r.Warnings) != 0 {
+		t.Errorf("unchanged update = %+v", r)
+	}
+	if r := h.Handle(context.Background(), request(t, "Subscription", admissionv1.Create, []byte(`{"spec":`), nil)); r.Allowed || r.Result.Code != http.StatusBadRequest {
+		t.Errorf("malformed = %+v", r.Result)
+	}
+	failing := &SubscriptionHandler{Reader: erroringReader{}, Policies: p}
+	if r := failing.Handle(context.Background(), request(t, "Subscription", admissionv1.Create, dup, nil)); !r.Allowed || len(r.Warnings) != 1 {
+		t.Errorf("lookup error must fail open with a warning: %+v", r)
+	}
+}
+
+type erroringReader struct{ client.Reader }
+
+func (erroringReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return context.DeadlineExceeded
+}
+
+func TestInstallPlanHandler(t *testing.T) {
+	a, b := sub("a", "etcd", ""), sub("b", "redis", "")
+	h := &InstallPlanHandler{Reader: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a, &b).Build(), Policies: DefaultPolicies()}
+	plan := func(refs ...metav1.OwnerReference) map[string]any {
+		return map[string]any{"metadata": map[string]any{"name": "install-1", "namespace": "ns", "ownerReferences": refs}}
+	}
+	both := plan(ref("a", "uid-a"), ref("b", "uid-b"))
+	if r := h.Handle(context.Background(), request(t, "InstallPlan", admissionv1.Update, plan(ref("a", "uid-a")), both)); r.Allowed || !strings.Contains(r.Result.Message, "b") {
+		t.Errorf("dropping live b = %+v", r.Result)
+	}
+	if r := h.Handle(context.Background(), request(t, "InstallPlan", admissionv1.Update, both, plan(ref("a", "uid-a")))); !r.Allowed {
+		t.Errorf("adding an owner = %+v", r.Result)
+	}
+	if r := h.Handle(context.Background(), request(t, "InstallPlan", admissionv1.Update, plan(), plan(ref("gone", "uid-gone")))); !r.Allowed {
+		t.Errorf("dropping a dead owner = %+v", r.Result)
+	}
+	if r := h.Handle(context.Background(), request(t, "InstallPlan", admissionv1.Update, []byte(`null`), both)); r.Allowed || r.Result.Code != http.StatusBadRequest {
+		t.Errorf("null object = %+v", r.Result)
+	}
+}
+
+// FuzzHandlers: any body gets a well-formed answer and never a panic.
+func FuzzHandlers(f *testing.F) {
+	f.Add(byte(0), []byte(`{"metadata":{"name":"b","namespace":"ns"},"spec":{"name":"etcd"}}`), []byte(nil))
+	f.Add(byte(1), []byte(`{"metadata":{"name":"install-1","ownerReferences":[]}}`), []byte(`{"metadata":{"ownerReferences":[{"kind":"Subscription","name":"a","uid":"uid-a"}]}}`))
+	f.Add(byte(2), []byte(`{"metadata":null}`), []byte(`0`))
+	f.Fuzz(func(t *testing.T, which byte, obj, old []byte) {
+		a := sub("a", "etcd", "")
+		reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a).Build()
+		p := Policies{MixedApproval: Enforce, DuplicatePackage: Enforce, InstallPlanOwnerDrop: Enforce}
+		var h admission.Handler = &SubscriptionHandler{Reader: reader, Policies: p}
+		kind := "Subscription"
+		if which%2 == 1 {
+			h, kind = &InstallPlanHandler{Reader: reader, Policies: p}, "InstallPlan"
+		}
+		op := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}[int(which/2)%3]
+		r := h.Handle(context.Background(), request(t, kind, op, obj, old))
+		if !r.Allowed && (r.Result == nil || r.Result.Code < 400 || r.Result.Message == "") {
+			t.Fatalf("denied without a clear reason: %+v", r.Result)
+		}
+		if len(r.Patches) != 0 {
+			t.Fatalf("a validating handler patched: %v", r.Patches)
+		}
+	})
+}
