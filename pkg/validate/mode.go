@@ -4,6 +4,7 @@
 package validate
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 
@@ -80,4 +81,12 @@ func Respond(violations []Violation) admission.Response {
 	}
 	resp.Warnings = warnings
 	return resp
+}
+
+// BindFlags registers one flag per policy, with the current modes as defaults.
+func (p *Policies) BindFlags(fs *flag.FlagSet) {
+	fs.Var(&p.MixedApproval, "policy-mixed-approval", "mode of the policy against a namespace mixing Manual and Automatic Subscriptions: enforce, warn or off")
+	fs.Var(&p.DuplicatePackage, "policy-duplicate-package", "mode of the policy against a second Subscription for a package in one namespace: enforce, warn or off")
+	fs.Var(&p.InstallPlanOwnerDrop, "policy-installplan-owner-drop", "mode of the policy against InstallPlan updates that drop a live Subscription's ownerReference: enforce, warn or off")
+	fs.Var(&p.CleanupFinalizer, "policy-cleanup-finalizer", "mode of the policy against removing olmguard.io/cleanup while its cleanup is pending: enforce, warn or off")
 }

@@ -2,6 +2,8 @@ package validate
 
 import (
 	"context"
+	"flag"
+	"io"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -215,4 +217,20 @@ func FuzzHandlers(f *testing.F) {
 			t.Fatalf("a validating handler patched: %v", r.Patches)
 		}
 	})
+}
+
+func TestPolicyFlags(t *testing.T) {
+	p := DefaultPolicies()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	p.BindFlags(fs)
+	if err := fs.Parse([]string{"--policy-mixed-approval=off", "--policy-duplicate-package=enforce"}); err != nil {
+		t.Fatal(err)
+	}
+	if p.MixedApproval != Off || p.DuplicatePackage != Enforce || p.InstallPlanOwnerDrop != Enforce {
+		t.Errorf("parsed %+v", p)
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse([]string{"--policy-cleanup-finalizer=maybe"}); err == nil {
+		t.Error("a bad mode must be a parse error")
+	}
 }
