@@ -1,0 +1,56 @@
+package controller
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+func offlineOptions() Options {
+	o := DefaultOptions()
+	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
+	return o
+}
+
+func TestNewManagerRunsSetupsInOrder(t *testing.T) {
+	var order []string
+	setup := func(name string) Setup {
+		return Setup{Name: name, Add: func(mgr manager.Manager, o Options) error {
+			if mgr == nil || o.CleanupTimeout == 0 {
+				t.Errorf("%s: got no manager or no options", name)
+			}
+			order = append(order, name)
+			return nil
+		}}
+	}
+	// manager.New does not contact the apiserver, so an unreachable one is fine here.
+	if _, err := NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, offlineOptions(), setup("a"), setup("b")); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(order, []string{"a", "b"}) {
+		t.Errorf("setups ran as %v, want [a b]", order)
+	}
+}
+
+func TestNewManagerErrors(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	failing := Setup{Name: "drift", Add: func(manager.Manager, Options) error { return errors.New("boom") }}
+	if _, err := NewManager(cfg, offlineOptions(), failing); err == nil || !strings.Contains(err.Error(), `reconciler "drift": boom`) {
+		t.Errorf("error = %v, want it to name the reconciler", err)
+	}
+	if _, err := NewManager(cfg, offlineOptions(), Setup{Name: "empty"}); err == nil {
+		t.Error("a Setup without Add was accepted")
+	}
+	bad := offlineOptions()
+	bad.DriftWindow = 0
+	if _, err := NewManager(cfg, bad); err == nil {
+		t.Error("invalid options were accepted")
+	}
+	if _, err := NewManager(nil, offlineOptions()); err == nil {
+		t.Error("a nil config was accepted")
+	}
+}

@@ -1,0 +1,139 @@
+package controller
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/olmguard/olmguard/pkg/olmguard"
+)
+
+// OperandCleanup says when the custom resources of an uninstalled operator are deleted.
+type OperandCleanup string
+
+const (
+	// OperandCleanupOptIn deletes operands only for CSVs with spec.cleanup.enabled: true.
+	OperandCleanupOptIn OperandCleanup = "opt-in"
+	// OperandCleanupAlways deletes operands on every confirmed uninstall.
+	OperandCleanupAlways OperandCleanup = "always"
+	// OperandCleanupNever never deletes operands.
+	OperandCleanupNever OperandCleanup = "never"
+)
+
+func (m OperandCleanup) String() string { return string(m) }
+
+// Set implements flag.Value and accepts only the three modes.
+func (m *OperandCleanup) Set(s string) error {
+	switch v := OperandCleanup(s); v {
+	case OperandCleanupOptIn, OperandCleanupAlways, OperandCleanupNever:
+		*m = v
+		return nil
+	}
+	return fmt.Errorf("must be one of %s, %s, %s", OperandCleanupOptIn, OperandCleanupAlways, OperandCleanupNever)
+}
+
+// Options configure the controller. Every field is a flag.
+type Options struct {
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	HealthProbeBindAddress  string
+	MetricsBindAddress      string
+	// CatalogPodGrace is how long a catalog pod may sit on a NotReady or unreachable node before
+	// it is force-deleted (F5).
+	CatalogPodGrace time.Duration
+	// CatalogPodDeletionsPerMinute rate limits those deletions.
+	CatalogPodDeletionsPerMinute int
+	// CleanupTimeout bounds an uninstall cleanup; then the finalizer is released with a Warning (F3).
+	CleanupTimeout time.Duration
+	// OperandCleanup chooses when operands are deleted on uninstall (F3).
+	OperandCleanup OperandCleanup
+	// DriftWindow is how long a Subscription may disagree with its InstallPlan before it is
+	// reported and nudged (F2).
+	DriftWindow time.Duration
+	// UnpackJobTTL is the ttlSecondsAfterFinished given to finished unpack Jobs (F4).
+	UnpackJobTTL time.Duration
+}
+
+// DefaultOptions returns the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		LeaderElectionNamespace:      olmguard.DefaultNamespace,
+		HealthProbeBindAddress:       ":8081",
+		MetricsBindAddress:           ":8080",
+		CatalogPodGrace:              30 * time.Second,
+		CatalogPodDeletionsPerMinute: 10,
+		CleanupTimeout:               10 * time.Minute,
+		OperandCleanup:               OperandCleanupOptIn,
+		DriftWindow:                  30 * time.Second,
+		UnpackJobTTL:                 10 * time.Minute,
+	}
+}
+
+// BindFlags registers the flags on fs, with the current values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect a leader among replicas (Lease "+olmguard.ControllerLeaderElectionID+"); only the leader reconciles")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, `address of /healthz and /readyz ("0" disables)`)
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of /metrics ("0" disables)`)
+	fs.DurationVar(&o.CatalogPodGrace, "catalog-pod-grace", o.CatalogPodGrace, "how long a catalog pod may sit on a NotReady or unreachable node before it is force-deleted")
+	fs.IntVar(&o.CatalogPodDeletionsPerMinute, "catalog-pod-deletions-per-minute", o.CatalogPodDeletionsPerMinute, "maximum catalog pod force-deletions per minute")
+	fs.DurationVar(&o.CleanupTimeout, "cleanup-timeout", o.CleanupTimeout, "how long an uninstall cleanup may take before its finalizer is released with a Warning event")
+	fs.Var(&o.OperandCleanup, "operand-cleanup", "when to delete an uninstalled operator's custom resources: opt-in (CSVs with spec.cleanup.enabled: true), always, never")
+	fs.DurationVar(&o.DriftWindow, "drift-window", o.DriftWindow, "how long a Subscription may disagree with its InstallPlan before the drift is reported")
+	fs.DurationVar(&o.UnpackJobTTL, "unpack-job-ttl", o.UnpackJobTTL, "time-to-live of finished bundle unpack Jobs")
+}
+
+// Validate reports the first invalid option.
+func (o *Options) Validate() error {
+	if errs := validation.IsDNS1123Label(o.LeaderElectionNamespace); len(errs) > 0 {
+		return fmt.Errorf("--leader-election-namespace %q: %s", o.LeaderElectionNamespace, strings.Join(errs, "; "))
+	}
+	if err := validateBindAddress(o.HealthProbeBindAddress); err != nil {
+		return fmt.Errorf("--health-probe-bind-address: %w", err)
+	}
+	if err := validateBindAddress(o.MetricsBindAddress); err != nil {
+		return fmt.Errorf("--metrics-bind-address: %w", err)
+	}
+	for _, d := range []struct {
+		flag     string
+		v, least time.Duration
+	}{
+		{"catalog-pod-grace", o.CatalogPodGrace, time.Second},
+		{"cleanup-timeout", o.CleanupTimeout, time.Second},
+		{"drift-window", o.DriftWindow, time.Second},
+		// OLM must read a finished unpack Job's outcome before the TTL controller deletes it.
+		{"unpack-job-ttl", o.UnpackJobTTL, time.Minute},
+	} {
+		if d.v < d.least {
+			return fmt.Errorf("--%s %s must be at least %s", d.flag, d.v, d.least)
+		}
+	}
+	if o.CatalogPodDeletionsPerMinute < 1 {
+		return fmt.Errorf("--catalog-pod-deletions-per-minute %d must be at least 1", o.CatalogPodDeletionsPerMinute)
+	}
+	var m OperandCleanup
+	if err := m.Set(string(o.OperandCleanup)); err != nil {
+		return fmt.Errorf("--operand-cleanup %q: %w", o.OperandCleanup, err)
+	}
+	return nil
+}
+
+// validateBindAddress accepts "0" (disabled) or host:port.
+func validateBindAddress(addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return fmt.Errorf("%q is not host:port or \"0\"", addr)
+	} else if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q has an invalid port", addr)
+	}
+	return nil
+}
+
+var errNoConfig = errors.New("controller: a rest config is required")

@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFlagDefaults(t *testing.T) {
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	o.BindFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"leader-elect": "false", "leader-election-namespace": "olmguard-system",
+		"health-probe-bind-address": ":8081", "metrics-bind-address": ":8080",
+		"catalog-pod-grace": "30s", "catalog-pod-deletions-per-minute": "10", "cleanup-timeout": "10m0s",
+		"operand-cleanup": "opt-in", "drift-window": "30s", "unpack-job-ttl": "10m0s",
+	} {
+		f := fs.Lookup(name)
+		if f == nil {
+			t.Errorf("flag --%s is missing", name)
+			continue
+		}
+		if f.DefValue != want {
+			t.Errorf("--%s default = %q, want %q", name, f.DefValue, want)
+		}
+	}
+	if err := o.Validate(); err != nil {
+		t.Errorf("defaults do not validate: %v", err)
+	}
+}
+
+func TestFlagParsing(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args    []string
+		wantErr string // substring of the parse or validation error; "" means valid
+		check   func(Options) bool
+	}{
+		"all set": {
+			args: []string{"--leader-elect", "--leader-election-namespace=ops", "--catalog-pod-grace=1m", "--cleanup-timeout=1h",
+				"--operand-cleanup=always", "--drift-window=2m", "--unpack-job-ttl=1h", "--catalog-pod-deletions-per-minute=3",
+				"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9999"},
+			check: func(o Options) bool {
+				return o.LeaderElect && o.LeaderElectionNamespace == "ops" && o.CatalogPodGrace == time.Minute &&
+					o.CleanupTimeout == time.Hour && o.OperandCleanup == OperandCleanupAlways && o.DriftWindow == 2*time.Minute &&
+					o.UnpackJobTTL == time.Hour && o.CatalogPodDeletionsPerMinute == 3 && o.MetricsBindAddress == "0"
+			},
+		},
+		"operand cleanup never":    {args: []string{"--operand-cleanup=never"}, check: func(o Options) bool { return o.OperandCleanup == OperandCleanupNever }},
+		"bad operand cleanup":      {args: []string{"--operand-cleanup=sometimes"}, wantErr: "must be one of opt-in, always, never"},
+		"duration without unit":    {args: []string{"--catalog-pod-grace=30"}, wantErr: "catalog-pod-grace"},
+		"negative grace":           {args: []string{"--catalog-pod-grace=-1s"}, wantErr: "--catalog-pod-grace -1s must be at least 1s"},
+		"zero cleanup timeout":     {args: []string{"--cleanup-timeout=0s"}, wantErr: "--cleanup-timeout"},
+		"zero drift window":        {args: []string{"--drift-window=0s"}, wantErr: "--drift-window"},
+		"tiny unpack TTL":          {args: []string{"--unpack-job-ttl=5s"}, wantErr: "--unpack-job-ttl 5s must be at least 1m0s"},
+		"zero deletions":           {args: []string{"--catalog-pod-deletions-per-minute=0"}, wantErr: "--catalog-pod-deletions-per-minute 0"},
+		"deletions not a number":   {args: []string{"--catalog-pod-deletions-per-minute=many"}, wantErr: "catalog-pod-deletions-per-minute"},
+		"bad namespace":            {args: []string{"--leader-election-namespace=Bad_NS"}, wantErr: "--leader-election-namespace"},
+		"empty namespace":          {args: []string{"--leader-election-namespace="}, wantErr: "--leader-election-namespace"},
+		"bad metrics address":      {args: []string{"--metrics-bind-address=8080"}, wantErr: "--metrics-bind-address"},
+		"bad probe address":        {args: []string{"--health-probe-bind-address=:http-alt-nope"}, wantErr: "--health-probe-bind-address"},
+		"leader-elect=false works": {args: []string{"--leader-elect=false"}, check: func(o Options) bool { return !o.LeaderElect }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := DefaultOptions()
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			fs.SetOutput(&strings.Builder{})
+			o.BindFlags(fs)
+			err := fs.Parse(tc.args)
+			if err == nil {
+				err = o.Validate()
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+			if tc.check != nil && !tc.check(o) {
+				t.Errorf("options = %+v", o)
+			}
+		})
+	}
+}
+
+func TestValidateRejectsUnsetOperandCleanup(t *testing.T) {
+	o := DefaultOptions()
+	o.OperandCleanup = ""
+	if err := o.Validate(); err == nil {
+		t.Error("an empty --operand-cleanup was accepted")
+	}
+}

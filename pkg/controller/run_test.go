@@ -1,0 +1,106 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestRunWithLeaderElection runs the manager against a real apiserver: reconcilers added through a
+// Setup start once the Lease is won, /readyz answers 200, and cancelling stops it cleanly and
+// releases the Lease.
+func TestRunWithLeaderElection(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "olmguard-le"}}); err != nil {
+		t.Fatal(err)
+	}
+	health := freePort(t)
+	o := controller.DefaultOptions()
+	o.LeaderElect = true
+	o.LeaderElectionNamespace = "olmguard-le"
+	o.MetricsBindAddress = "0"
+	o.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", health)
+
+	leading := make(chan struct{})
+	setup := controller.Setup{Name: "probe", Add: func(mgr manager.Manager, _ controller.Options) error {
+		// A plain Runnable needs leader election, as reconcilers do.
+		return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			close(leading)
+			<-ctx.Done()
+			return nil
+		}))
+	}}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- controller.Run(runCtx, env.Config, o, setup) }()
+
+	select {
+	case <-leading:
+	case err := <-done:
+		t.Fatalf("Run returned early: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the reconciler did not start within 60s")
+	}
+	lease := &coordinationv1.Lease{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "olmguard-le", Name: olmguard.ControllerLeaderElectionID}, lease); err != nil {
+		t.Fatalf("reading the Lease: %v", err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Error("the Lease has no holder")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz did not answer 200")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run returned %v after cancel, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of cancel")
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+		t.Errorf("the Lease is still held by %q after shutdown", *lease.Spec.HolderIdentity)
+	}
+}

@@ -1,0 +1,167 @@
+package webhook
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/olmguard/olmguard/certs"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/webhook/registration"
+)
+
+// Options configure the webhook server. The exported fields above Handlers are its flags.
+type Options struct {
+	// Port serves the admission paths over HTTPS.
+	Port int
+	// HealthProbeBindAddress serves /healthz and /readyz ("0" disables).
+	HealthProbeBindAddress string
+	// MetricsBindAddress serves /metrics ("0" disables).
+	MetricsBindAddress string
+	// Namespace and ServiceName locate olmguard's webhook Service and TLS Secret.
+	Namespace   string
+	ServiceName string
+	// CertDir holds tls.crt and tls.key (and optionally ca.crt), e.g. a mounted Secret; it is
+	// watched and hot reloaded. With SelfSigned it is where the issued files are written.
+	CertDir string
+	// SelfSigned makes the server issue and rotate its own CA and certificate (package certs).
+	SelfSigned bool
+	// SelfSignedCADuration and SelfSignedCertDuration are the lifetimes of issued certificates.
+	SelfSignedCADuration   time.Duration
+	SelfSignedCertDuration time.Duration
+	// ExtraSANs (DNS names or IPs) are added to a self-signed certificate. The host of RegisterURL
+	// is added automatically.
+	ExtraSANs []string
+	// RegisterURL, when set, makes the server create or update olmguard's webhook configurations
+	// to call RegisterURL + path (out-of-cluster use). Otherwise manifests provide them.
+	RegisterURL string
+
+	// Handlers maps admission paths to their handlers. A path without one allows everything.
+	Handlers map[string]HandlerFactory
+	// CertRecheckInterval overrides how often a self-signed bundle is re-checked (tests).
+	CertRecheckInterval time.Duration
+}
+
+// DefaultOptions returns the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		Port:                   9443,
+		HealthProbeBindAddress: ":8081",
+		MetricsBindAddress:     ":8080",
+		Namespace:              olmguard.DefaultNamespace,
+		ServiceName:            olmguard.WebhookServiceName,
+		SelfSignedCADuration:   certs.DefaultCADuration,
+		SelfSignedCertDuration: certs.DefaultCertDuration,
+	}
+}
+
+// BindFlags registers the flags on fs, with the current values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.IntVar(&o.Port, "port", o.Port, "HTTPS port of the admission paths")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, `address of /healthz and /readyz ("0" disables)`)
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of /metrics ("0" disables)`)
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of olmguard (webhook Service, TLS Secret); never sent to the webhook")
+	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "name of the webhook Service, used for the certificate's DNS names")
+	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory with tls.crt, tls.key and optionally ca.crt, hot reloaded; with --self-signed, where the issued files go (empty: a temporary directory)")
+	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "issue and rotate a self-signed CA and serving certificate, kept in Secret "+olmguard.WebhookTLSSecretName+", and inject the CA into olmguard's webhook configurations")
+	fs.DurationVar(&o.SelfSignedCADuration, "self-signed-ca-duration", o.SelfSignedCADuration, "lifetime of a self-signed CA")
+	fs.DurationVar(&o.SelfSignedCertDuration, "self-signed-cert-duration", o.SelfSignedCertDuration, "lifetime of a self-signed serving certificate")
+	fs.Func("extra-sans", "comma-separated extra DNS names and IPs for a self-signed certificate", func(s string) error {
+		for _, v := range strings.Split(s, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				o.ExtraSANs = append(o.ExtraSANs, v)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&o.RegisterURL, "register-url", o.RegisterURL, "base URL the apiserver calls (e.g. https://127.0.0.1:9443); when set, the server creates or updates olmguard's webhook configurations itself")
+}
+
+// Validate reports the first invalid option.
+func (o *Options) Validate() error {
+	if o.Port < 1 || o.Port > 65535 {
+		return fmt.Errorf("--port %d is out of range 1-65535", o.Port)
+	}
+	if err := ValidateBindAddress(o.HealthProbeBindAddress); err != nil {
+		return fmt.Errorf("--health-probe-bind-address: %w", err)
+	}
+	if err := ValidateBindAddress(o.MetricsBindAddress); err != nil {
+		return fmt.Errorf("--metrics-bind-address: %w", err)
+	}
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return fmt.Errorf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1035Label(o.ServiceName); len(errs) > 0 {
+		return fmt.Errorf("--service-name %q: %s", o.ServiceName, strings.Join(errs, "; "))
+	}
+	if !o.SelfSigned && o.CertDir == "" {
+		return errors.New("one of --cert-dir or --self-signed is required")
+	}
+	if o.SelfSigned {
+		if o.SelfSignedCADuration < time.Minute {
+			return fmt.Errorf("--self-signed-ca-duration %s is shorter than 1m", o.SelfSignedCADuration)
+		}
+		if o.SelfSignedCertDuration < 3*time.Second || o.SelfSignedCertDuration > o.SelfSignedCADuration {
+			return fmt.Errorf("--self-signed-cert-duration %s must be at least 3s and at most --self-signed-ca-duration", o.SelfSignedCertDuration)
+		}
+	}
+	for _, san := range o.ExtraSANs {
+		if net.ParseIP(san) == nil && len(validation.IsDNS1123Subdomain(san)) > 0 {
+			return fmt.Errorf("--extra-sans: %q is neither an IP nor a DNS name", san)
+		}
+	}
+	if o.RegisterURL != "" {
+		if err := registration.ValidateURL(o.RegisterURL); err != nil {
+			return fmt.Errorf("--register-url: %w", err)
+		}
+	}
+	for path := range o.Handlers {
+		if !slices.Contains(registration.Paths(), path) {
+			return fmt.Errorf("handler for unknown path %q", path)
+		}
+	}
+	return nil
+}
+
+// ValidateBindAddress accepts "0" (disabled) or host:port.
+func ValidateBindAddress(addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return fmt.Errorf("%q is not host:port or \"0\"", addr)
+	}
+	if p, err := net.LookupPort("tcp", port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("%q has an invalid port", addr)
+	}
+	return nil
+}
+
+// certSpec is the self-signed certificate's spec: the Service's names, the extra SANs and the
+// register URL's host.
+func (o *Options) certSpec() certs.Spec {
+	s := certs.Spec{
+		ServiceName: o.ServiceName, Namespace: o.Namespace,
+		CADuration: o.SelfSignedCADuration, CertDuration: o.SelfSignedCertDuration,
+	}
+	sans := slices.Clone(o.ExtraSANs)
+	if u, err := url.Parse(o.RegisterURL); err == nil && u.Hostname() != "" {
+		sans = append(sans, u.Hostname())
+	}
+	for _, san := range sans {
+		if ip := net.ParseIP(san); ip != nil {
+			s.ExtraIPs = append(s.ExtraIPs, ip)
+		} else {
+			s.ExtraDNSNames = append(s.ExtraDNSNames, san)
+		}
+	}
+	return s
+}

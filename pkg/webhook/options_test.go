@@ -1,0 +1,144 @@
+package webhook
+
+import (
+	"context"
+	"flag"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"gomodules.xyz/jsonpatch/v2"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/olmguard"
+)
+
+func TestDefaultOptionsFromFlags(t *testing.T) {
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	o.BindFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"port": "9443", "health-probe-bind-address": ":8081", "metrics-bind-address": ":8080",
+		"namespace": "olmguard-system", "service-name": "olmguard-webhook", "self-signed": "false",
+		"cert-dir": "", "register-url": "",
+	} {
+		f := fs.Lookup(name)
+		if f == nil {
+			t.Errorf("flag --%s is missing", name)
+			continue
+		}
+		if f.DefValue != want {
+			t.Errorf("--%s default = %q, want %q", name, f.DefValue, want)
+		}
+	}
+	if err := fs.Parse([]string{"--extra-sans", "a.example, 10.0.0.1", "--extra-sans=b.example"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a.example", "10.0.0.1", "b.example"}; !slices.Equal(o.ExtraSANs, want) {
+		t.Errorf("ExtraSANs = %v, want %v", o.ExtraSANs, want)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	valid := func() Options {
+		o := DefaultOptions()
+		o.SelfSigned = true
+		return o
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*Options)
+		ok     bool
+	}{
+		"self-signed":               {func(*Options) {}, true},
+		"cert dir":                  {func(o *Options) { o.SelfSigned, o.CertDir = false, "/certs" }, true},
+		"both":                      {func(o *Options) { o.CertDir = "/certs" }, true},
+		"neither":                   {func(o *Options) { o.SelfSigned = false }, false},
+		"port 0":                    {func(o *Options) { o.Port = 0 }, false},
+		"port too big":              {func(o *Options) { o.Port = 65536 }, false},
+		"metrics disabled":          {func(o *Options) { o.MetricsBindAddress = "0" }, true},
+		"probes disabled":           {func(o *Options) { o.HealthProbeBindAddress = "0" }, true},
+		"metrics host:port":         {func(o *Options) { o.MetricsBindAddress = "127.0.0.1:9000" }, true},
+		"metrics without port":      {func(o *Options) { o.MetricsBindAddress = "8080" }, false},
+		"metrics empty port":        {func(o *Options) { o.MetricsBindAddress = "127.0.0.1:" }, false},
+		"probe bad port":            {func(o *Options) { o.HealthProbeBindAddress = ":99999" }, false},
+		"bad namespace":             {func(o *Options) { o.Namespace = "Not_A_Namespace" }, false},
+		"empty service":             {func(o *Options) { o.ServiceName = "" }, false},
+		"register url":              {func(o *Options) { o.RegisterURL = "https://127.0.0.1:9443" }, true},
+		"http register url":         {func(o *Options) { o.RegisterURL = "http://127.0.0.1:9443" }, false},
+		"extra SANs":                {func(o *Options) { o.ExtraSANs = []string{"localhost", "::1", "a.b.example"} }, true},
+		"bad extra SAN":             {func(o *Options) { o.ExtraSANs = []string{"not a name"} }, false},
+		"cert longer than CA":       {func(o *Options) { o.SelfSignedCertDuration = o.SelfSignedCADuration + time.Hour }, false},
+		"tiny CA":                   {func(o *Options) { o.SelfSignedCADuration = time.Second }, false},
+		"durations ignored w/o -ss": {func(o *Options) { o.SelfSigned, o.CertDir, o.SelfSignedCADuration = false, "/c", 0 }, true},
+		"known handler path":        {func(o *Options) { o.Handlers = map[string]HandlerFactory{olmguard.MutateJobsPath: Static(AllowAll)} }, true},
+		"unknown handler path":      {func(o *Options) { o.Handlers = map[string]HandlerFactory{"/mutate/pods": Static(AllowAll)} }, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := valid()
+			tc.mutate(&o)
+			if err := o.Validate(); (err == nil) != tc.ok {
+				t.Errorf("Validate() = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestCertSpec(t *testing.T) {
+	o := DefaultOptions()
+	o.ExtraSANs = []string{"localhost", "10.0.0.1"}
+	o.RegisterURL = "https://127.0.0.1:9443"
+	s := o.certSpec()
+	if !slices.Equal(s.ExtraDNSNames, []string{"localhost"}) {
+		t.Errorf("ExtraDNSNames = %v", s.ExtraDNSNames)
+	}
+	if len(s.ExtraIPs) != 2 || !s.ExtraIPs[1].Equal(net.ParseIP("127.0.0.1")) {
+		t.Errorf("ExtraIPs = %v, want 10.0.0.1 and the register URL's 127.0.0.1", s.ExtraIPs)
+	}
+	if s.ServiceName != o.ServiceName || s.Namespace != o.Namespace {
+		t.Errorf("spec names %s/%s", s.Namespace, s.ServiceName)
+	}
+}
+
+func TestFailOpen(t *testing.T) {
+	const path = "/test/fail-open"
+	for name, tc := range map[string]struct {
+		h           admission.HandlerFunc
+		allowed     bool
+		result      string
+		wantWarning bool
+	}{
+		"allowed": {func(context.Context, admission.Request) admission.Response { return admission.Allowed("") }, true, ResultAllowed, false},
+		"patched": {func(context.Context, admission.Request) admission.Response {
+			return admission.Patched("", jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/finalizers", Value: []string{"x"}})
+		}, true, ResultPatched, false},
+		"denied": {func(context.Context, admission.Request) admission.Response { return admission.Denied("no") }, false, ResultDenied, false},
+		"errored": {func(context.Context, admission.Request) admission.Response {
+			return admission.Errored(500, context.Canceled)
+		}, true, ResultError, true},
+		"bad request": {func(context.Context, admission.Request) admission.Response {
+			return admission.Errored(400, context.Canceled)
+		}, true, ResultError, true},
+		"panic": {func(context.Context, admission.Request) admission.Response { panic("boom") }, true, ResultError, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := RequestsTotal(path, tc.result)
+			resp := failOpen{path: path, h: tc.h}.Handle(context.Background(), admission.Request{})
+			if resp.Allowed != tc.allowed {
+				t.Errorf("Allowed = %v, want %v", resp.Allowed, tc.allowed)
+			}
+			if got := RequestsTotal(path, tc.result) - before; got != 1 {
+				t.Errorf("counter %s increased by %v, want 1", tc.result, got)
+			}
+			if (len(resp.Warnings) > 0) != tc.wantWarning {
+				t.Errorf("warnings = %v, want some: %v", resp.Warnings, tc.wantWarning)
+			}
+			if tc.result == ResultError && len(resp.Patches) > 0 {
+				t.Error("a failed handler's patches must not be applied")
+			}
+		})
+	}
+}

@@ -1,0 +1,342 @@
+// Package registration builds olmguard's MutatingWebhookConfiguration and
+// ValidatingWebhookConfiguration. Build is a pure function: the webhook registers its output when
+// it runs out of cluster (--register-url), and the manifests must equal its output with a Service
+// client configuration, which a test checks.
+package registration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+)
+
+// Defaults.
+const (
+	// DefaultServicePort is the port of the webhook Service (it targets the server's --port).
+	DefaultServicePort = 443
+	// DefaultTimeoutSeconds keeps OLM's writes fast when olmguard is slow: the apiserver gives up
+	// and, with failurePolicy Ignore, admits the object unchanged.
+	DefaultTimeoutSeconds = 3
+)
+
+// Webhook names (unique within a configuration, fully qualified as the API requires).
+const (
+	MutateInstallPlansName             = "installplans.mutate.olmguard.io"
+	MutateClusterServiceVersionsName   = "clusterserviceversions.mutate.olmguard.io"
+	MutateJobsName                     = "jobs.mutate.olmguard.io"
+	ValidateSubscriptionsName          = "subscriptions.validate.olmguard.io"
+	ValidateInstallPlansName           = "installplans.validate.olmguard.io"
+	ValidateClusterServiceVersionsName = "clusterserviceversions.validate.olmguard.io"
+)
+
+// Options describe where the apiserver finds the webhook.
+type Options struct {
+	// Namespace is olmguard's namespace: it holds the Service, and no object in it is sent to the
+	// webhook (nor any in kube-system).
+	Namespace string
+	// ServiceName and ServicePort address the webhook Service when URL is empty.
+	ServiceName string
+	ServicePort int32
+	// URL, when set (e.g. https://127.0.0.1:9443), replaces the Service: each webhook calls
+	// URL + its path. Used when the server runs outside the cluster.
+	URL string
+	// CABundle is the PEM CA that signed the serving certificate; nil leaves it to injection.
+	CABundle []byte
+	// TimeoutSeconds of every webhook.
+	TimeoutSeconds int32
+}
+
+// DefaultOptions address the Service of the default installation.
+func DefaultOptions() Options {
+	return Options{
+		Namespace:      olmguard.DefaultNamespace,
+		ServiceName:    olmguard.WebhookServiceName,
+		ServicePort:    DefaultServicePort,
+		TimeoutSeconds: DefaultTimeoutSeconds,
+	}
+}
+
+// Validate reports options Build cannot turn into valid configurations.
+func (o Options) Validate() error {
+	if o.Namespace == "" {
+		return errors.New("registration: namespace is required")
+	}
+	if o.TimeoutSeconds < 0 || o.TimeoutSeconds > 30 {
+		return fmt.Errorf("registration: timeout %ds is out of range 1-30", o.TimeoutSeconds)
+	}
+	if o.URL != "" {
+		return ValidateURL(o.URL)
+	}
+	if o.ServiceName == "" {
+		return errors.New("registration: service name is required when no URL is given")
+	}
+	if o.ServicePort < 0 || o.ServicePort > 65535 {
+		return fmt.Errorf("registration: service port %d is out of range", o.ServicePort)
+	}
+	return nil
+}
+
+// ValidateURL checks a base URL the apiserver can call: https, a host, nothing after the path.
+func ValidateURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("invalid register URL %q: %w", raw, err)
+	}
+	switch {
+	case u.Scheme != "https":
+		return fmt.Errorf("invalid register URL %q: the scheme must be https", raw)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("invalid register URL %q: a host is required", raw)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("invalid register URL %q: user info, query and fragment are not allowed", raw)
+	}
+	return nil
+}
+
+// Build returns olmguard's two webhook configurations. Zero ServicePort and TimeoutSeconds take
+// their defaults.
+func Build(o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	if o.ServicePort == 0 {
+		o.ServicePort = DefaultServicePort
+	}
+	if o.TimeoutSeconds == 0 {
+		o.TimeoutSeconds = DefaultTimeoutSeconds
+	}
+	olmRule := func(resource string, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+		// Only the main resource: status writes (the /status subresource) are never sent.
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: ops,
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{olm.Group}, APIVersions: []string{"v1alpha1"},
+				Resources: []string{resource}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		}}
+	}
+	create, update := admissionregistrationv1.Create, admissionregistrationv1.Update
+	notCopied := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: olm.CopiedFromLabel, Operator: metav1.LabelSelectorOpDoesNotExist,
+	}}}
+	finalizer := celString(olmguard.CleanupFinalizer)
+	annotation := celString(olmguard.CleanupAnnotation)
+
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: olmguard.MutatingWebhookConfigurationName, Labels: labels()},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{
+			// F1: merge live Subscriptions' ownerReferences into InstallPlans.
+			mutatingWebhook(o, MutateInstallPlansName, olmguard.MutateInstallPlansPath,
+				olmRule("installplans", create, update), nil, nil),
+			// F3: add the cleanup finalizer. CSVs can be megabytes, so those that already have it,
+			// are being deleted, opted out, or are copies are not sent at all.
+			mutatingWebhook(o, MutateClusterServiceVersionsName, olmguard.MutateClusterServiceVersionsPath,
+				olmRule("clusterserviceversions", create, update), notCopied,
+				[]admissionregistrationv1.MatchCondition{
+					{Name: "not-being-deleted", Expression: "!has(object.metadata.deletionTimestamp)"},
+					{Name: "no-cleanup-finalizer", Expression: "!has(object.metadata.finalizers) || !(" + finalizer + " in object.metadata.finalizers)"},
+					{Name: "cleanup-not-disabled", Expression: "!has(object.metadata.annotations) || !(" + annotation + " in object.metadata.annotations) || object.metadata.annotations[" + annotation + "] != " + celString(olmguard.CleanupDisabled)},
+				}),
+			// F4: rename OLM's bundle unpack Jobs; only those OLM (>= v0.26) finds by label.
+			mutatingWebhook(o, MutateJobsName, olmguard.MutateJobsPath,
+				[]admissionregistrationv1.RuleWithOperations{{
+					Operations: []admissionregistrationv1.OperationType{create},
+					Rule: admissionregistrationv1.Rule{
+						APIGroups: []string{"batch"}, APIVersions: []string{"v1"},
+						Resources: []string{"jobs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+					},
+				}},
+				&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: olm.BundleUnpackRefLabel, Operator: metav1.LabelSelectorOpExists},
+					{Key: olm.ManagedLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{olm.ManagedLabelValue}},
+				}}, nil),
+		},
+	}
+
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: olmguard.ValidatingWebhookConfigurationName, Labels: labels()},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			validatingWebhook(o, ValidateSubscriptionsName, olmguard.ValidateSubscriptionsPath,
+				olmRule("subscriptions", create, update), nil, nil),
+			validatingWebhook(o, ValidateInstallPlansName, olmguard.ValidateInstallPlansPath,
+				olmRule("installplans", update), nil, nil),
+			// Only updates that remove olmguard's finalizer; copies never carry it.
+			validatingWebhook(o, ValidateClusterServiceVersionsName, olmguard.ValidateClusterServiceVersionsPath,
+				olmRule("clusterserviceversions", update), notCopied,
+				[]admissionregistrationv1.MatchCondition{{
+					Name: "cleanup-finalizer-removed",
+					Expression: "has(oldObject.metadata.finalizers) && " + finalizer + " in oldObject.metadata.finalizers && " +
+						"!(has(object.metadata.finalizers) && " + finalizer + " in object.metadata.finalizers)",
+				}}),
+		},
+	}
+	return mutating, validating
+}
+
+// Paths returns the admission paths of the configurations Build returns, in order.
+func Paths() []string {
+	return []string{
+		olmguard.MutateInstallPlansPath, olmguard.MutateClusterServiceVersionsPath, olmguard.MutateJobsPath,
+		olmguard.ValidateSubscriptionsPath, olmguard.ValidateInstallPlansPath, olmguard.ValidateClusterServiceVersionsPath,
+	}
+}
+
+// ExcludedNamespaces are the namespaces whose objects are never sent to olmguard.
+func ExcludedNamespaces(namespace string) []string {
+	ns := []string{"kube-system"}
+	if namespace != "" && !slices.Contains(ns, namespace) {
+		ns = append(ns, namespace)
+	}
+	return ns
+}
+
+func mutatingWebhook(o Options, name, path string, rules []admissionregistrationv1.RuleWithOperations,
+	objectSelector *metav1.LabelSelector, conditions []admissionregistrationv1.MatchCondition) admissionregistrationv1.MutatingWebhook {
+	c := common(o, path, objectSelector)
+	return admissionregistrationv1.MutatingWebhook{
+		Name: name, ClientConfig: c.clientConfig, Rules: rules,
+		FailurePolicy: c.failurePolicy, MatchPolicy: c.matchPolicy,
+		NamespaceSelector: c.namespaceSelector, ObjectSelector: c.objectSelector,
+		SideEffects: c.sideEffects, TimeoutSeconds: c.timeout, AdmissionReviewVersions: c.versions,
+		ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+		MatchConditions:    conditions,
+	}
+}
+
+func validatingWebhook(o Options, name, path string, rules []admissionregistrationv1.RuleWithOperations,
+	objectSelector *metav1.LabelSelector, conditions []admissionregistrationv1.MatchCondition) admissionregistrationv1.ValidatingWebhook {
+	c := common(o, path, objectSelector)
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: name, ClientConfig: c.clientConfig, Rules: rules,
+		FailurePolicy: c.failurePolicy, MatchPolicy: c.matchPolicy,
+		NamespaceSelector: c.namespaceSelector, ObjectSelector: c.objectSelector,
+		SideEffects: c.sideEffects, TimeoutSeconds: c.timeout, AdmissionReviewVersions: c.versions,
+		MatchConditions: conditions,
+	}
+}
+
+type commonFields struct {
+	clientConfig      admissionregistrationv1.WebhookClientConfig
+	failurePolicy     *admissionregistrationv1.FailurePolicyType
+	matchPolicy       *admissionregistrationv1.MatchPolicyType
+	namespaceSelector *metav1.LabelSelector
+	objectSelector    *metav1.LabelSelector
+	sideEffects       *admissionregistrationv1.SideEffectClass
+	timeout           *int32
+	versions          []string
+}
+
+// common holds the fields every olmguard webhook shares. failurePolicy is Ignore everywhere, for
+// validation too: when olmguard is down the cluster must behave as stock OLM.
+func common(o Options, path string, objectSelector *metav1.LabelSelector) commonFields {
+	cc := admissionregistrationv1.WebhookClientConfig{CABundle: o.CABundle}
+	if o.URL != "" {
+		cc.URL = ptr.To(strings.TrimSuffix(o.URL, "/") + path)
+	} else {
+		cc.Service = &admissionregistrationv1.ServiceReference{
+			Namespace: o.Namespace, Name: o.ServiceName, Path: ptr.To(path), Port: ptr.To(o.ServicePort),
+		}
+	}
+	if objectSelector == nil {
+		objectSelector = &metav1.LabelSelector{} // the apiserver's default; keeps Apply idempotent
+	}
+	return commonFields{
+		clientConfig:  cc,
+		failurePolicy: ptr.To(admissionregistrationv1.Ignore),
+		matchPolicy:   ptr.To(admissionregistrationv1.Equivalent),
+		namespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: ExcludedNamespaces(o.Namespace),
+		}}},
+		objectSelector: objectSelector,
+		sideEffects:    ptr.To(admissionregistrationv1.SideEffectClassNone),
+		timeout:        ptr.To(o.TimeoutSeconds),
+		versions:       []string{"v1"},
+	}
+}
+
+func labels() map[string]string { return map[string]string{olmguard.NameLabel: olmguard.Name} }
+
+// celString quotes s as a CEL string literal. olmguard's names contain no quote or backslash.
+func celString(s string) string { return "'" + s + "'" }
+
+// Apply creates or updates the two configurations Build returns for o. It is idempotent: an
+// up-to-date configuration is not written. Labels set by others are kept.
+func Apply(ctx context.Context, c client.Client, o Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	m, v := Build(o)
+	errM := apply(ctx, c, m, func(existing client.Object) bool {
+		e := existing.(*admissionregistrationv1.MutatingWebhookConfiguration)
+		labelsChanged := mergeLabels(e)
+		if !labelsChanged && equality.Semantic.DeepEqual(e.Webhooks, m.Webhooks) {
+			return false
+		}
+		e.Webhooks = m.Webhooks
+		return true
+	})
+	errV := apply(ctx, c, v, func(existing client.Object) bool {
+		e := existing.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+		labelsChanged := mergeLabels(e)
+		if !labelsChanged && equality.Semantic.DeepEqual(e.Webhooks, v.Webhooks) {
+			return false
+		}
+		e.Webhooks = v.Webhooks
+		return true
+	})
+	return errors.Join(errM, errV)
+}
+
+// mergeLabels adds olmguard's labels to o and reports whether it changed anything.
+func mergeLabels(o client.Object) bool {
+	l := o.GetLabels()
+	changed := false
+	for k, v := range labels() {
+		if l[k] != v {
+			if l == nil {
+				l = map[string]string{}
+			}
+			l[k] = v
+			changed = true
+		}
+	}
+	o.SetLabels(l)
+	return changed
+}
+
+func apply(ctx context.Context, c client.Client, desired client.Object, update func(existing client.Object) bool) error {
+	kind := desired.GetObjectKind().GroupVersionKind().Kind
+	// Another replica may create or update the same object concurrently: read again and retry.
+	retriable := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
+	err := retry.OnError(retry.DefaultRetry, retriable, func() error {
+		existing := desired.DeepCopyObject().(client.Object)
+		err := c.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+		if apierrors.IsNotFound(err) {
+			return c.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(olmguard.FieldManager))
+		}
+		if err != nil {
+			return err
+		}
+		if !update(existing) {
+			return nil
+		}
+		return c.Update(ctx, existing, client.FieldOwner(olmguard.FieldManager))
+	})
+	if err != nil {
+		return fmt.Errorf("registration: applying %s %s: %w", kind, desired.GetName(), err)
+	}
+	return nil
+}
