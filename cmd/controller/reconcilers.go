@@ -1,7 +1,6 @@
 package main
 
-import "github.com/olmguard/olmguard/pkg/controller"
+import "github.com/olmguard/olmguard/pkg/setup"
 
-// reconcilers are added to the manager in this order. Each concern package
-// (pkg/controller/<concern>) exposes a controller.Setup and is listed here.
-var reconcilers = []controller.Setup{}
+// reconcilers are every concern of olmguard's controller (pkg/setup lists them).
+var reconcilers = setup.Reconcilers()

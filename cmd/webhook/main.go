@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/olmguard/olmguard/pkg/setup"
+	"github.com/olmguard/olmguard/pkg/validate"
 	"github.com/olmguard/olmguard/pkg/webhook"
 )
 
@@ -25,15 +27,18 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 // run returns the exit status: 0 on success or --help, 2 on a bad flag, 1 on a runtime failure.
 func run(args []string, stdout, stderr io.Writer) int {
 	opts := webhook.DefaultOptions()
+	policies := validate.DefaultPolicies()
 	zapOpts := zap.Options{}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	opts.BindFlags(fs)
+	policies.BindFlags(fs)
 	config.RegisterFlags(fs) // --kubeconfig
 	zapOpts.BindFlags(fs)
 	if code, done := parse(fs, args, stdout, stderr, "admission webhook of olmguard: corrects OLM's writes at admission", opts.Validate); done {
 		return code
 	}
 
+	opts.Handlers = setup.WebhookHandlers(policies)
 	logger := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)

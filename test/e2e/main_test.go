@@ -12,9 +12,14 @@ package e2e
 import (
 	"testing"
 
+	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/olmguard/olmguard/test/cluster"
 )
 
 func TestMain(m *testing.M) {
+	// Clients log through controller-runtime; the tests report what matters themselves.
+	logf.SetLogger(logr.Discard())
 	cluster.Main(m, cluster.Options{})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -305,4 +307,22 @@ func (s *Sim) stepsFor(r resolution, res UnpackResult) []*v1alpha1.Step {
 		steps = append(steps, step("apiextensions.k8s.io", "v1", "CustomResourceDefinition", crd.Name))
 	}
 	return append(steps, step(olm.Group, "v1alpha1", olm.ClusterServiceVersionKind, r.bundle.CSVName))
+}
+
+// WaitUnpacked runs the unpacker for a bundle until its Job completes (or fails), as OLM's
+// requeues do, and returns the last result.
+func (s *Sim) WaitUnpacked(ctx context.Context, cat *Catalog, b *Bundle, subNamespace string) (UnpackResult, error) {
+	var res UnpackResult
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		res, err = s.UnpackBundle(ctx, cat, b, subNamespace)
+		if err != nil {
+			return false, err
+		}
+		if res.Failed {
+			return false, fmt.Errorf("unpack Job %s/%s failed", res.ConfigMap.Namespace, res.Name)
+		}
+		return res.Complete, nil
+	})
+	return res, err
 }

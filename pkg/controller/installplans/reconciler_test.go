@@ -1,0 +1,186 @@
+package installplans_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/controller/installplans"
+	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/testbin"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+var env *testenv.Env
+
+// TestMain runs one control plane and one controller manager (with only this reconciler) for all
+// tests of the package.
+func TestMain(m *testing.M) {
+	dir, missing := testbin.Check("kube-apiserver", "etcd")
+	if missing != "" {
+		os.Exit(m.Run()) // each test skips (or fails when binaries are required)
+	}
+	var err error
+	if env, err = testenv.StartWith(dir, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	o := controller.DefaultOptions()
+	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
+	mgr, err := controller.NewManager(env.Config, o, installplans.Setup())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		code = 1
+	}
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func requireEnv(t *testing.T) {
+	if env == nil {
+		testbin.Require(t, "kube-apiserver", "etcd")
+	}
+}
+
+func hasOwner(ip *v1alpha1.InstallPlan, uid types.UID) bool {
+	for _, r := range ip.OwnerReferences {
+		if r.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// The #3199 interleaving with no webhook: the controller adds the missing owner, appending.
+func TestRepairsPlanMissingOwner(t *testing.T) {
+	requireEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sim, err := olmsim.New(env.Config, env.Scheme, olmsim.Options{CompleteJobs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cat := &olmsim.Catalog{Name: "ops", Bundles: []olmsim.Bundle{
+		{Package: "alpha", Channel: "stable", CSVName: "alpha.v1", Version: "1.0.0", Image: "registry.example/alpha:v1"},
+		{Package: "beta", Channel: "stable", CSVName: "beta.v1", Version: "1.0.0", Image: "registry.example/beta:v1"},
+	}}
+	if err := sim.AddCatalog(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	ns := "f1-repair"
+	if _, err := sim.CreateOperatorGroup(ctx, ns, "og"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := sim.CreateSubscription(ctx, ns, "alpha", cat, "alpha", v1alpha1.ApprovalManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.Install(ctx, ns, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.UnpackBundle(ctx, cat, &cat.Bundles[1], ns); err != nil {
+		t.Fatal(err)
+	}
+	var b *v1alpha1.Subscription
+	sim.Hooks.BetweenSubscriptionLists = func(ctx context.Context, ns string) error {
+		sim.Hooks.BetweenSubscriptionLists = nil
+		b, err = sim.CreateSubscription(ctx, ns, "beta", cat, "beta", v1alpha1.ApprovalAutomatic)
+		return err
+	}
+	ip, err := sim.SyncNamespace(ctx, ns)
+	if err != nil || ip == nil {
+		t.Fatalf("SyncNamespace: %v %v", ip, err)
+	}
+	var got v1alpha1.InstallPlan
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ip), &got); err != nil {
+			return false, err
+		}
+		return hasOwner(&got, b.UID), nil
+	})
+	if err != nil {
+		t.Fatalf("plan %s never got Subscription beta as owner: %v", ip.Name, got.OwnerReferences)
+	}
+	if !hasOwner(&got, a.UID) || got.OwnerReferences[0].UID != a.UID {
+		t.Fatalf("OLM's reference must stay first and unchanged: %+v", got.OwnerReferences)
+	}
+	want := mutate.SubscriptionOwnerRef("beta", b.UID)
+	last := got.OwnerReferences[len(got.OwnerReferences)-1]
+	if last.APIVersion != want.APIVersion || last.Kind != want.Kind || *last.Controller || *last.BlockOwnerDeletion {
+		t.Fatalf("added reference %+v, want %+v", last, want)
+	}
+}
+
+// A plan whose first status is not written yet is left alone, even when a Subscription names it.
+func TestNoPatchBeforeFirstStatus(t *testing.T) {
+	requireEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := "f1-wait"
+	sim, err := olmsim.New(env.Config, env.Scheme, olmsim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "install-", Namespace: ns},
+		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"x.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true, Generation: 1}}
+	if err := env.Client.Create(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns},
+		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "c", CatalogSourceNamespace: "olm", Package: "x"}}
+	if err := env.Client.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	sub.Status.InstallPlanRef = &corev1.ObjectReference{Kind: "InstallPlan", Name: ip.Name, Namespace: ns, UID: ip.UID}
+	sub.Status.LastUpdated = metav1.Now()
+	if err := env.Client.Status().Update(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	rv := ip.ResourceVersion
+	time.Sleep(2 * time.Second) // the reconciler has seen both objects by now
+	fresh := &v1alpha1.InstallPlan{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ip), fresh); err != nil {
+		t.Fatal(err)
+	}
+	if fresh.ResourceVersion != rv {
+		t.Fatalf("plan written before its first status (owners %v): OLM's UpdateStatus would conflict", fresh.OwnerReferences)
+	}
+	// OLM's first status write, on the object Create returned, must succeed; then the repair comes.
+	ip.Status = v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseInstalling, CatalogSources: []string{"c"},
+		Plan: []*v1alpha1.Step{{Resolving: "x.v1", Status: "Unknown", Resource: v1alpha1.StepResource{Kind: "ClusterServiceVersion", Name: "x.v1"}}}}
+	if err := env.Client.Status().Update(ctx, ip); err != nil {
+		t.Fatalf("OLM's first status write failed: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return hasOwner(fresh, sub.UID), env.Client.Get(ctx, client.ObjectKeyFromObject(ip), fresh)
+	})
+	if err != nil {
+		t.Fatalf("plan not repaired after its status was written: %v", fresh.OwnerReferences)
+	}
+}

@@ -1,0 +1,38 @@
+// Package setup assembles what olmguard runs: the handler of every admission path and the
+// controller's reconcilers. The binaries, the end-to-end tests and the demo all use it, so they
+// run the same olmguard.
+package setup
+
+import (
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/controller/installplans"
+	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/validate"
+	"github.com/olmguard/olmguard/pkg/webhook"
+)
+
+// WebhookHandlers returns the handler of every admission path olmguard implements. Lookups read
+// the apiserver live (mgr.GetAPIReader): a Subscription created milliseconds before a plan must be
+// seen, and the webhook then needs no watch permission nor cache memory.
+func WebhookHandlers(p validate.Policies) map[string]webhook.HandlerFactory {
+	return map[string]webhook.HandlerFactory{
+		olmguard.MutateInstallPlansPath: func(mgr manager.Manager) (admission.Handler, error) {
+			return &mutate.InstallPlanHandler{Subscriptions: mutate.LiveSubscriptions{Reader: mgr.GetAPIReader()}}, nil
+		},
+		olmguard.ValidateSubscriptionsPath: func(mgr manager.Manager) (admission.Handler, error) {
+			return &validate.SubscriptionHandler{Reader: mgr.GetAPIReader(), Policies: p}, nil
+		},
+		olmguard.ValidateInstallPlansPath: func(mgr manager.Manager) (admission.Handler, error) {
+			return &validate.InstallPlanHandler{Reader: mgr.GetAPIReader(), Policies: p}, nil
+		},
+	}
+}
+
+// Reconcilers returns every reconciler of the controller.
+func Reconcilers() []controller.Setup {
+	return []controller.Setup{installplans.Setup()}
+}

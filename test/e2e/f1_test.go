@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/scenario"
+)
+
+// f1Replays is how many times each mode replays OLM issue #3199.
+const f1Replays = 50
+
+// newSim returns an OLM simulator on the shared cluster, with its own OLM namespace.
+func newSim(t *testing.T, c *cluster.Cluster, olmNamespace string, v olmsim.Version) *olmsim.Sim {
+	t.Helper()
+	sim, err := olmsim.New(c.Config, c.Client.Scheme(), olmsim.Options{Version: v, Namespace: olmNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return sim
+}
+
+// TestF1InstallPlanOwners replays OLM issue #3199 without olmguard, with its webhook, and with
+// only its controller, then checks the garbage collector's view of the repaired plans.
+func TestF1InstallPlanOwners(t *testing.T) {
+	c := cluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	sim := newSim(t, c, "olm-f1", olmsim.V0_46)
+	cat := scenario.F1Catalog()
+	if err := sim.AddCatalog(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	replayAll := func(t *testing.T, mode string) []scenario.F1Run {
+		t.Helper()
+		runs := make([]scenario.F1Run, 0, f1Replays)
+		for i := range f1Replays {
+			r, err := scenario.Replay3199(ctx, sim, cat, fmt.Sprintf("f1-%s-%d", mode, i))
+			if err != nil {
+				t.Fatalf("replay %d: %v", i, err)
+			}
+			runs = append(runs, r)
+		}
+		return runs
+	}
+
+	t.Run("without olmguard the reference is missing", func(t *testing.T) {
+		for i, r := range replayAll(t, "stock") {
+			if scenario.OwnedBy(r.Plan, r.Auto.UID) || !scenario.OwnedBy(r.Plan, r.Manual.UID) {
+				t.Fatalf("replay %d: plan %s owners %v; the simulator must reproduce #3199", i, r.Plan.Name, r.Plan.OwnerReferences)
+			}
+		}
+	})
+
+	t.Run("with the webhook every plan carries both references", func(t *testing.T) {
+		startWebhook(t, c)
+		waitWebhookActive(t, ctx, c)
+		for i, r := range replayAll(t, "webhook") {
+			if !r.Owned() {
+				t.Errorf("replay %d: plan %s owners %v, want both Subscriptions", i, r.Plan.Name, r.Plan.OwnerReferences)
+			}
+		}
+	})
+
+	var repaired []scenario.F1Run
+	t.Run("with the webhook away the controller repairs every plan", func(t *testing.T) {
+		removeWebhookConfigurations(t, c)
+		startController(t, c)
+		repaired = replayAll(t, "controller")
+		for i, r := range repaired {
+			ip := &v1alpha1.InstallPlan{}
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				if err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), ip); err != nil {
+					return false, err
+				}
+				return scenario.OwnedBy(ip, r.Auto.UID) && scenario.OwnedBy(ip, r.Manual.UID), nil
+			})
+			if err != nil {
+				t.Fatalf("replay %d: plan %s not repaired: owners %v (%v)", i, r.Plan.Name, ip.OwnerReferences, err)
+			}
+		}
+		// The repair is announced on the plan.
+		events := &corev1.EventList{}
+		if err := c.Client.List(ctx, events, client.InNamespace(repaired[0].Plan.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, e := range events.Items {
+			found = found || (e.Reason == "OwnerReferencesRepaired" && e.InvolvedObject.Name == repaired[0].Plan.Name)
+		}
+		if !found {
+			t.Errorf("no OwnerReferencesRepaired event on plan %s", repaired[0].Plan.Name)
+		}
+	})
+
+	t.Run("garbage collector keeps a plan until its last Subscription is gone", func(t *testing.T) {
+		if len(repaired) == 0 {
+			t.Skip("no repaired plan")
+		}
+		r := repaired[0]
+		if err := c.Client.Delete(ctx, r.Auto); err != nil {
+			t.Fatal(err)
+		}
+		// Give the garbage collector time to act on the deletion, then the plan must still exist.
+		time.Sleep(5 * time.Second)
+		ip := &v1alpha1.InstallPlan{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), ip); err != nil {
+			t.Fatalf("plan %s gone after deleting one of its two Subscriptions: %v", r.Plan.Name, err)
+		}
+		if err := c.Client.Delete(ctx, r.Manual, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), ip)
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+		if err != nil {
+			t.Fatalf("plan %s not garbage collected after both Subscriptions were deleted: %v", r.Plan.Name, err)
+		}
+	})
+}
+
+// waitWebhookActive waits until the apiserver calls the webhook: a dry-run plan in a namespace with
+// one Subscription comes back owned by it.
+func waitWebhookActive(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	t.Helper()
+	ns := "olmguard-probe"
+	if err := c.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "none", CatalogSourceNamespace: ns, Package: "probe"}}
+	if err := c.Client.Create(ctx, sub); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns},
+			Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"probe"}, Approval: v1alpha1.ApprovalManual}}
+		if err := c.Client.Create(ctx, ip, client.DryRunAll); err != nil {
+			return false, err
+		}
+		return scenario.OwnedBy(ip, sub.UID), nil
+	})
+	if err != nil {
+		t.Fatalf("the apiserver never called olmguard's webhook: %v", err)
+	}
+}
