@@ -2,9 +2,9 @@ package validate
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
