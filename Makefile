@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN_DIR := $(shell hack/test-binaries.sh dir)
 # Packages whose tests also run against OLM's real CRDs.
-REAL_CRD_PKGS := ./test/olmsim/
+REAL_CRD_PKGS := ./test/olmsim/ ./pkg/setup/ ./pkg/olm/crds/
 TEST_ENV := OLMGUARD_BIN_DIR=$(BIN_DIR) KUBEBUILDER_ASSETS=$(BIN_DIR) OLMGUARD_REQUIRE_BINARIES=1
 
 .PHONY: all build test binaries generate lint

@@ -1,0 +1,274 @@
+package setup_test
+
+// The webhook with olmguard's handlers, served in-process and called by a real kube-apiserver.
+// make test runs this package twice: with olmguard's CRDs and with OLM's published ones.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/setup"
+	"github.com/olmguard/olmguard/pkg/validate"
+	"github.com/olmguard/olmguard/pkg/webhook"
+	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testbin"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	dir, missing := testbin.Check("kube-apiserver", "etcd")
+	if missing != "" {
+		os.Exit(m.Run()) // tests skip, or fail when binaries are required
+	}
+	code, err := run(m, dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M, dir string) (int, error) {
+	var err error
+	if env, err = testenv.StartWith(dir, nil); err != nil {
+		return 1, err
+	}
+	defer env.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: olmguard.DefaultNamespace}}); err != nil {
+		return 1, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 1, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	o := webhook.DefaultOptions()
+	o.SelfSigned, o.Port = true, port
+	o.RegisterURL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
+	o.Handlers = setup.WebhookHandlers(validate.DefaultPolicies())
+	s, err := webhook.New(env.Config, o)
+	if err != nil {
+		return 1, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	if err := waitActive(ctx); err != nil {
+		return 1, fmt.Errorf("webhook never called by the apiserver: %w", err)
+	}
+	code := m.Run()
+	cancel()
+	return code, <-done
+}
+
+// waitActive waits until a dry-run plan in a namespace with one Subscription comes back owned by it.
+func waitActive(ctx context.Context) error {
+	ns := "probe"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return err
+	}
+	sub := newSubscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
+	if err := env.Client.Create(ctx, sub); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		ip := newPlan(ns)
+		if err := env.Client.Create(ctx, ip, client.DryRunAll); err != nil {
+			return false, nil
+		}
+		return scenario.OwnedBy(ip, sub.UID), nil
+	})
+}
+
+func requireEnv(t *testing.T) {
+	if env == nil {
+		testbin.Require(t, "kube-apiserver", "etcd")
+	}
+}
+
+func newSubscription(ns, name, pkg string, approval v1alpha1.Approval) *v1alpha1.Subscription {
+	return &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "c", CatalogSourceNamespace: "olm", Package: pkg, InstallPlanApproval: approval}}
+}
+
+func newPlan(ns string) *v1alpha1.InstallPlan {
+	return &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "install-", Namespace: ns},
+		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"x.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true, Generation: 1}}
+}
+
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// The lookup is live: a Subscription created the moment before a plan is always its owner.
+func TestSubscriptionCreatedJustBeforePlanOwnsIt(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns := namespace(t, "just-before")
+	for i := range 30 {
+		sub := newSubscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
+		if err := env.Client.Create(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+		ip := newPlan(ns)
+		if err := env.Client.Create(ctx, ip); err != nil {
+			t.Fatal(err)
+		}
+		if !scenario.OwnedBy(ip, sub.UID) {
+			t.Fatalf("plan %d created right after Subscription %s is not owned by it: %v", i, sub.Name, ip.OwnerReferences)
+		}
+		if len(ip.OwnerReferences) != i+1 {
+			t.Fatalf("plan %d has %d owners, want every live Subscription (%d)", i, len(ip.OwnerReferences), i+1)
+		}
+	}
+}
+
+// The #3199 interleaving through the webhook: every plan is owned by both Subscriptions, and the
+// CRDs in use (OLM's own in the second pass) accept the patched plans.
+func TestReplay3199(t *testing.T) {
+	requireEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sim, err := olmsim.New(env.Config, env.Scheme, olmsim.Options{CompleteJobs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cat := scenario.F1Catalog()
+	if err := sim.AddCatalog(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		r, err := scenario.Replay3199(ctx, sim, cat, fmt.Sprintf("replay-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Owned() {
+			t.Fatalf("replay %d: plan %s owners %v, want both Subscriptions", i, r.Plan.Name, r.Plan.OwnerReferences)
+		}
+		stored := &v1alpha1.InstallPlan{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), stored); err != nil || !stored.Status.Populated() {
+			t.Fatalf("replay %d: stored plan %v (err %v): OLM's status write must have succeeded", i, stored.Status.Phase, err)
+		}
+	}
+}
+
+// An update that drops a live Subscription's reference gets it back (mutation runs first, so the
+// validating policy never sees the drop).
+func TestUpdateDroppingOwnerIsRestored(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns := namespace(t, "drop")
+	sub := newSubscription(ns, "s", "p", v1alpha1.ApprovalAutomatic)
+	if err := env.Client.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	ip := newPlan(ns)
+	if err := env.Client.Create(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	ip.OwnerReferences = nil
+	if err := env.Client.Update(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	if !scenario.OwnedBy(ip, sub.UID) {
+		t.Fatalf("owner dropped by an update: %v", ip.OwnerReferences)
+	}
+}
+
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, msg)
+}
+
+// The Subscription policies answer with admission warnings by default.
+func TestSubscriptionPoliciesWarn(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns := namespace(t, "policies")
+	w := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandlerWithContext = w
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*v1alpha1.Subscription{
+		newSubscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),
+		newSubscription(ns, "b", "etcd", v1alpha1.ApprovalAutomatic),
+		newSubscription(ns, "c", "redis", v1alpha1.ApprovalManual),
+	} {
+		if err := c.Create(ctx, s); err != nil {
+			t.Fatalf("warn mode must not deny: %v", err)
+		}
+	}
+	all := strings.Join(w.msgs, "\n")
+	if !strings.Contains(all, `package "etcd" already has Subscription a`) || !strings.Contains(all, "every plan Manual") {
+		t.Fatalf("warnings = %q; want the duplicate-package and mixed-approval warnings", w.msgs)
+	}
+}
+
+var (
+	benchSetup sync.Once
+	benchErr   error
+)
+
+// BenchmarkLiveSubscriptionLookup measures the webhook's per-plan lookup: a live List of a
+// namespace with 10 Subscriptions from a local kube-apiserver.
+func BenchmarkLiveSubscriptionLookup(b *testing.B) {
+	if env == nil {
+		b.Skip("needs kube-apiserver and etcd")
+	}
+	ctx := context.Background()
+	ns := "bench-lookup"
+	benchSetup.Do(func() {
+		benchErr = env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		for i := 0; i < 10 && benchErr == nil; i++ {
+			benchErr = env.Client.Create(ctx, newSubscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic))
+		}
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	l := mutate.LiveSubscriptions{Reader: env.Client}
+	b.ResetTimer()
+	for b.Loop() {
+		subs, err := l.Subscriptions(ctx, ns)
+		if err != nil || len(subs) != 10 {
+			b.Fatalf("%d %v", len(subs), err)
+		}
+	}
+}
