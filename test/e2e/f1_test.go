@@ -133,32 +133,3 @@ func TestF1InstallPlanOwners(t *testing.T) {
 		}
 	})
 }
-
-// waitWebhookActive waits until the apiserver calls the webhook: a dry-run plan in a namespace with
-// one Subscription comes back owned by it.
-func waitWebhookActive(t *testing.T, ctx context.Context, c *cluster.Cluster) {
-	t.Helper()
-	ns := "olmguard-probe"
-	if err := c.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "none", CatalogSourceNamespace: ns, Package: "probe"}}
-	if err := c.Client.Create(ctx, sub); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil {
-		t.Fatal(err)
-	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns},
-			Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"probe"}, Approval: v1alpha1.ApprovalManual}}
-		if err := c.Client.Create(ctx, ip, client.DryRunAll); err != nil {
-			return false, err
-		}
-		return scenario.OwnedBy(ip, sub.UID), nil
-	})
-	if err != nil {
-		t.Fatalf("the apiserver never called olmguard's webhook: %v", err)
-	}
-}

@@ -1,0 +1,239 @@
+// Command demo shows olmguard at work on a local cluster: it replays OLM's failures with the OLM
+// simulator, first on stock OLM, then with olmguard's webhook and controller running, and prints
+// what happened. `make demo` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testbin"
+)
+
+func main() {
+	replays := flag.Int("replays", 5, "how many times to replay OLM issue #3199 in each mode")
+	keep := flag.Bool("keep", false, "keep the cluster (and print its kubeconfig) when done")
+	skipF5 := flag.Bool("skip-f5", false, "skip the catalog node failure (about a minute)")
+	flag.Parse()
+	logf.SetLogger(logr.Discard())
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, os.Stdout, *replays, *keep, *skipF5); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+// row is one line of the final table.
+type row struct{ class, issue, stock, guarded string }
+
+type demo struct {
+	out   io.Writer
+	start time.Time
+	rows  []row
+}
+
+func (d *demo) step(format string, args ...any) func() {
+	t := time.Now()
+	fmt.Fprintf(d.out, "==> %s\n", fmt.Sprintf(format, args...))
+	return func() { fmt.Fprintf(d.out, "    done in %s\n", time.Since(t).Round(100*time.Millisecond)) }
+}
+
+func run(ctx context.Context, out io.Writer, replays int, keep, skipF5 bool) error {
+	d := &demo{out: out, start: time.Now()}
+	fmt.Fprintln(out, "olmguard demo: OLM v0's failures on a local cluster, first on stock OLM, then with olmguard.")
+	fmt.Fprintln(out, "OLM's writes come from olmguard's OLM simulator (test/olmsim), which reproduces OLM v0.46's behaviour and bugs.")
+
+	done := d.step("starting a local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and 3 kwok nodes")
+	c, err := cluster.Start(ctx, cluster.Options{Name: "olmguard-demo", Persistent: keep, Log: io.Discard})
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer c.Stop()
+	}
+	done()
+
+	done = d.step("building olmguard's webhook and controller")
+	root, err := testbin.RepoRoot()
+	if err != nil {
+		return err
+	}
+	bin, err := os.MkdirTemp("", "olmguard-demo-bin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(bin)
+	if err := procs.Build(root, bin); err != nil {
+		return err
+	}
+	done()
+
+	sim, err := olmsim.New(c.Config, c.Client.Scheme(), olmsim.Options{Namespace: "olm"})
+	if err != nil {
+		return err
+	}
+	if err := sim.Setup(ctx); err != nil {
+		return err
+	}
+	f1cat := scenario.F1Catalog()
+	if err := sim.AddCatalog(ctx, f1cat); err != nil {
+		return err
+	}
+	go sim.RunCatalogOperator(ctx, 2*time.Second)
+
+	fmt.Fprintln(out, "\n--- stock OLM, olmguard not installed ---")
+	f1Stock, err := d.f1(ctx, sim, f1cat, "stock", replays)
+	if err != nil {
+		return err
+	}
+	f3, err := d.f3(ctx, c, sim)
+	if err != nil {
+		return err
+	}
+	f4, err := d.f4(ctx, sim)
+	if err != nil {
+		return err
+	}
+	f5 := "skipped (--skip-f5)"
+	if !skipF5 {
+		if f5, err = d.f5(ctx, c, sim); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintln(out, "\n--- olmguard installed ---")
+	done = d.step("starting olmguard's webhook (self-signed certificate, registered with the cluster) and controller")
+	if err := c.CreateNamespace(ctx, olmguard.DefaultNamespace); err != nil {
+		return err
+	}
+	wh, err := procs.StartWebhook(bin, c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer wh.Stop()
+	defer procs.RemoveWebhookConfigurations(context.Background(), c.Client)
+	ctrl, err := procs.StartController(bin, c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer ctrl.Stop()
+	time.Sleep(2 * time.Second) // the apiserver picks up new webhook configurations asynchronously
+	done()
+	f1Guarded, err := d.f1(ctx, sim, f1cat, "guarded", replays)
+	if err != nil {
+		return err
+	}
+
+	d.rows = []row{
+		{"F1 InstallPlan misses a Subscription owner", "#3199", f1Stock, f1Guarded},
+		{"F2 Subscription status drifts from its plan", "", "not replayed yet", "not built yet"},
+		{"F3 objects left after uninstall", "#2985", f3, "not built yet"},
+		{"F4 second install of a bundle stuck", "#3210", f4, "not built yet"},
+		{"F5 catalog pod stuck on NotReady node", "#3208", f5, "not built yet"},
+	}
+	fmt.Fprintf(out, "\nSummary (total %s):\n\n", time.Since(d.start).Round(time.Second))
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FAILURE\tOLM ISSUE\tSTOCK OLM\tWITH OLMGUARD")
+	for _, r := range d.rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.class, r.issue, r.stock, r.guarded)
+	}
+	tw.Flush()
+	if keep {
+		fmt.Fprintf(out, "\nThe cluster is kept: export KUBECONFIG=%s (remove it with: make cluster-down CLUSTER=%s)\n", c.Kubeconfig, c.Name)
+	}
+	return nil
+}
+
+func (d *demo) f1(ctx context.Context, sim *olmsim.Sim, cat *olmsim.Catalog, mode string, n int) (string, error) {
+	done := d.step("F1: replaying OLM issue #3199 %d times (a Manual Subscription, then an Automatic one created inside OLM's resolution)", n)
+	owned := 0
+	for i := range n {
+		r, err := scenario.Replay3199(ctx, sim, cat, fmt.Sprintf("demo-f1-%s-%d", mode, i))
+		if err != nil {
+			return "", err
+		}
+		if r.Owned() {
+			owned++
+		}
+	}
+	done()
+	res := fmt.Sprintf("%d/%d plans miss an owner", n-owned, n)
+	fmt.Fprintf(d.out, "    %s\n", res)
+	return res, nil
+}
+
+func (d *demo) f3(ctx context.Context, c *cluster.Cluster, sim *olmsim.Sim) (string, error) {
+	done := d.step("F3: installing an operator with cluster permissions, a bundled ClusterRole and a webhook, then uninstalling it")
+	cat := scenario.GammaCatalog("demo-f3")
+	sub, err := scenario.InstallGamma(ctx, sim, cat, "demo-f3")
+	if err != nil {
+		return "", err
+	}
+	if err := scenario.Uninstall(ctx, c.Client, sub); err != nil {
+		return "", err
+	}
+	if err := sim.SyncCSVs(ctx, "demo-f3"); err != nil { // OLM's own finalizer runs
+		return "", err
+	}
+	l, err := scenario.CountLeftovers(ctx, c.Client, cat, "demo-f3")
+	if err != nil {
+		return "", err
+	}
+	done()
+	res := fmt.Sprintf("%d objects left (bundled ClusterRole: %d, auth-reader RoleBinding: %d)", l.Total(), l.Bundled, l.AuthReader)
+	fmt.Fprintf(d.out, "    %s\n", res)
+	return res, nil
+}
+
+func (d *demo) f4(ctx context.Context, sim *olmsim.Sim) (string, error) {
+	done := d.step("F4: a bundle unpacked by OLM v0.25, then, after an upgrade to v0.28, installed into a second namespace")
+	err := scenario.Replay3210(ctx, sim.WithVersion(olmsim.V0_28), "demo-f4-a", "demo-f4-b")
+	done()
+	res := "second install succeeded"
+	if err != nil {
+		res = "second install stuck"
+		if strings.Contains(err.Error(), "already exists") {
+			res += ": Job already exists"
+		}
+		fmt.Fprintf(d.out, "    %s\n", err)
+	}
+	fmt.Fprintf(d.out, "    %s\n", res)
+	return res, nil
+}
+
+func (d *demo) f5(ctx context.Context, c *cluster.Cluster, sim *olmsim.Sim) (string, error) {
+	const wait = 45 * time.Second
+	done := d.step("F5: stopping the heartbeats of the node that runs a catalog pod, then waiting %s from NotReady", wait)
+	cat := &olmsim.Catalog{Name: "demo-f5"}
+	if err := sim.AddCatalog(ctx, cat); err != nil {
+		return "", err
+	}
+	o, err := scenario.FailCatalogNode(ctx, c, cat, wait)
+	if err != nil {
+		return "", err
+	}
+	done()
+	res := fmt.Sprintf("no catalog pod %s after NotReady", wait)
+	if o.Recovered {
+		res = fmt.Sprintf("catalog pod back %s after NotReady", o.Recovery.Round(time.Second))
+	}
+	fmt.Fprintf(d.out, "    %s\n", res)
+	return res, nil
+}

@@ -1,0 +1,154 @@
+// Package procs builds olmguard's binaries and runs them as separate processes against a cluster,
+// as a deployment would run them: they can be stopped, restarted and killed. The end-to-end tests
+// and the demo use it.
+package procs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/olmguard"
+)
+
+// Build compiles cmd/webhook and cmd/controller from the checkout at root into dir.
+func Build(root, dir string) error {
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/webhook", "./cmd/controller")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// Process is one running olmguard binary.
+type Process struct {
+	Name   string
+	Log    string // file with its stdout and stderr
+	health string // host:port of /healthz and /readyz
+	cmd    *exec.Cmd
+	done   chan struct{}
+}
+
+// FreePort returns a TCP port free on the loopback interface.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start runs binary name from binDir with args, probes and metrics on free loopback ports, and
+// waits until /readyz answers 200.
+func Start(binDir, name string, args ...string) (*Process, error) {
+	hp, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{Name: name, health: fmt.Sprintf("127.0.0.1:%d", hp), done: make(chan struct{})}
+	logFile, err := os.CreateTemp("", "olmguard-"+name+"-*.log")
+	if err != nil {
+		return nil, err
+	}
+	p.Log = logFile.Name()
+	args = append(args, "--health-probe-bind-address="+p.health, "--metrics-bind-address=0")
+	p.cmd = exec.Command(filepath.Join(binDir, name), args...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	go func() { _ = p.cmd.Wait(); logFile.Close(); close(p.done) }()
+	if err := p.waitReady(2 * time.Minute); err != nil {
+		p.Stop()
+		return p, fmt.Errorf("%s not ready: %w (log: %s)", name, err, p.Log)
+	}
+	return p, nil
+}
+
+func (p *Process) waitReady(timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		if p.Exited() {
+			return false, fmt.Errorf("exited: %v", p.cmd.ProcessState)
+		}
+		resp, err := http.Get("http://" + p.health + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends SIGTERM and waits for the process to exit.
+func (p *Process) Stop() { p.signal(syscall.SIGTERM) }
+
+// Kill sends SIGKILL and waits: nothing of a clean shutdown runs.
+func (p *Process) Kill() { p.signal(syscall.SIGKILL) }
+
+func (p *Process) signal(sig syscall.Signal) {
+	if p.Exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// StartWebhook runs the webhook out of cluster with a self-signed certificate, registered with
+// the cluster at https://127.0.0.1:<free port>.
+func StartWebhook(binDir, kubeconfig string, extra ...string) (*Process, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--self-signed", fmt.Sprintf("--port=%d", port),
+		fmt.Sprintf("--register-url=https://127.0.0.1:%d", port)}, extra...)
+	return Start(binDir, "webhook", args...)
+}
+
+// StartController runs the controller out of cluster.
+func StartController(binDir, kubeconfig string, extra ...string) (*Process, error) {
+	return Start(binDir, "controller", append([]string{"--kubeconfig=" + kubeconfig}, extra...)...)
+}
+
+// RemoveWebhookConfigurations deletes olmguard's webhook configurations, as `kubectl olmguard
+// uninstall` does first: the cluster then behaves as stock OLM.
+func RemoveWebhookConfigurations(ctx context.Context, c client.Client) error {
+	var errs []error
+	for _, o := range []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{},
+	} {
+		if err := c.DeleteAllOf(ctx, o, client.MatchingLabels{olmguard.NameLabel: olmguard.Name}); err != nil {
+			errs = append(errs, fmt.Errorf("removing olmguard's %T: %w", o, err))
+		}
+	}
+	return errors.Join(errs...)
+}
