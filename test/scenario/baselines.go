@@ -168,7 +168,10 @@ func FailCatalogNode(ctx context.Context, c *cluster.Cluster, cat *olmsim.Catalo
 	if err := c.FailNode(ctx, out.Node); err != nil {
 		return out, err
 	}
-	defer func() { _ = c.RestoreNode(context.Background(), out.Node); _ = c.WaitNodeReady(context.Background(), out.Node, true) }()
+	defer func() {
+		_ = c.RestoreNode(context.Background(), out.Node)
+		_ = c.WaitNodeReady(context.Background(), out.Node, true)
+	}()
 	if err := c.WaitNodeReady(ctx, out.Node, false); err != nil {
 		return out, fmt.Errorf("node %s never turned NotReady: %w", out.Node, err)
 	}
