@@ -14,6 +14,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -29,6 +30,9 @@ type Setup struct {
 	// Name identifies the reconciler in errors.
 	Name string
 	Add  func(mgr manager.Manager, o Options) error
+	// Cache narrows how the objects this reconciler watches are cached (label selectors,
+	// transforms that drop what it never reads), so memory stays small on large clusters.
+	Cache map[client.Object]cache.ByObject
 }
 
 // Scheme returns the kinds the controller reads: built-in kinds and OLM's typed views.
@@ -54,6 +58,12 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 	if err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
+	byObject := map[client.Object]cache.ByObject{}
+	for _, s := range setups {
+		for obj, by := range s.Cache {
+			byObject[obj] = by
+		}
+	}
 	mgr, err := manager.New(cfg, manager.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
@@ -64,7 +74,7 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 		// The process exits right after the manager stops, so the next leader need not wait for
 		// the Lease to expire.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

@@ -24,8 +24,20 @@ var (
 		Name: "olmguard_installplan_owner_repairs_total",
 		Help: "InstallPlans the controller patched to add missing Subscription ownerReferences.",
 	})
+
+	// CatalogPodRecoveries counts catalog pods force-deleted so OLM recreates them, by reason.
+	CatalogPodRecoveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_catalog_pod_recoveries_total",
+		Help: "Catalog pods force-deleted from NotReady or missing nodes so OLM recreates them, by reason.",
+	}, []string{"reason"})
+	// CatalogPodRecoveriesHeld counts recoveries olmguard held back, by reason (ClusterOutage,
+	// ZoneOutage, RateLimited).
+	CatalogPodRecoveriesHeld = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_catalog_pod_recoveries_held_total",
+		Help: "Catalog pod recoveries held back by the outage guard or the rate limit, by reason.",
+	}, []string{"reason"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(Mutations, LookupErrors, InstallPlanRepairs)
+	metrics.Registry.MustRegister(Mutations, LookupErrors, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld)
 }

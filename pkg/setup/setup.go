@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/controller/installplans"
 	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olmguard"
@@ -34,5 +35,5 @@ func WebhookHandlers(p validate.Policies) map[string]webhook.HandlerFactory {
 
 // Reconcilers returns every reconciler of the controller.
 func Reconcilers() []controller.Setup {
-	return []controller.Setup{installplans.Setup()}
+	return []controller.Setup{installplans.Setup(), catalogpods.Setup()}
 }

@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -39,4 +43,93 @@ func TestBaselineF5CatalogPodStuckOnFailedNode(t *testing.T) {
 		t.Fatalf("stock OLM replaced the catalog pod of node %s after %s: the simulator must reproduce #3208", out.Node, out.Recovery)
 	}
 	t.Logf("%s after node %s turned NotReady no catalog pod runs elsewhere", f5Wait, out.Node)
+}
+
+// startCatalog serves a catalog with a simulator whose catalog operator runs until the test ends.
+func startCatalog(t *testing.T, ctx context.Context, c *cluster.Cluster, name string) *olmsim.Catalog {
+	t.Helper()
+	sim := newSim(t, c, "olm-"+name, olmsim.V0_46)
+	cat := &olmsim.Catalog{Name: name}
+	if err := sim.AddCatalog(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	go sim.RunCatalogOperator(runCtx, 2*time.Second)
+	return cat
+}
+
+// TestF5CatalogPodRecovered: with olmguard's controller, the catalog pod of a node whose
+// heartbeats stopped is replaced on another node within --catalog-pod-grace plus 15s of the node
+// turning NotReady, and the recovery is announced on the CatalogSource.
+func TestF5CatalogPodRecovered(t *testing.T) {
+	c := cluster.Shared(t)
+	c.SkipUnlessKwok(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	startController(t, c, "--catalog-pod-grace=30s")
+	cat := startCatalog(t, ctx, c, "f5-recovered")
+	before, err := scenario.RunningCatalogPod(ctx, c.Client, cat, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := scenario.FailCatalogNode(ctx, c, cat, f5Wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Recovered {
+		t.Fatalf("no catalog pod running off node %s %s after it turned NotReady", out.Node, f5Wait)
+	}
+	t.Logf("catalog pod Running on another node %s after node %s turned NotReady", out.Recovery.Round(100*time.Millisecond), out.Node)
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(before), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the stranded pod %s is still there (err=%v)", before.Name, err)
+	}
+	events := &corev1.EventList{}
+	if err := c.Client.List(ctx, events, client.InNamespace(cat.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events.Items {
+		found = found || (e.Reason == "CatalogPodRecovered" && e.InvolvedObject.Kind == "CatalogSource" && e.InvolvedObject.Name == cat.Name)
+	}
+	if !found {
+		t.Error("no CatalogPodRecovered event on the CatalogSource")
+	}
+}
+
+// TestF5TwoOfThreeNodesFailNothingDeleted: when most nodes stop at once, olmguard trusts the
+// signal less than the pods and deletes nothing.
+func TestF5TwoOfThreeNodesFailNothingDeleted(t *testing.T) {
+	c := cluster.Shared(t)
+	c.SkipUnlessKwok(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	startController(t, c, "--catalog-pod-grace=30s")
+	cat := startCatalog(t, ctx, c, "f5-outage")
+	pod, err := scenario.RunningCatalogPod(ctx, c.Client, cat, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := []string{pod.Spec.NodeName}
+	for _, n := range c.Nodes() {
+		if n != pod.Spec.NodeName && len(failed) < 2 {
+			failed = append(failed, n)
+		}
+	}
+	for _, n := range failed {
+		if err := c.FailNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.RestoreNode(context.Background(), n); _ = c.WaitNodeReady(context.Background(), n, true) })
+	}
+	for _, n := range failed {
+		if err := c.WaitNodeReady(ctx, n, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(f5Wait)
+	got := &corev1.Pod{}
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil || got.UID != pod.UID || got.DeletionTimestamp != nil {
+		t.Fatalf("catalog pod %s deleted while 2 of 3 nodes were NotReady (err=%v)", pod.Name, err)
+	}
 }

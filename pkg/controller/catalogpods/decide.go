@@ -1,0 +1,139 @@
+// Package catalogpods recovers OLM catalog pods stranded on nodes that stopped responding (F5, OLM
+// issue #3208): the taint manager only evicts such a pod after minutes, and the kubelet that would
+// finish its deletion is gone, so the catalog stays unavailable. Catalog pods are stateless gRPC
+// servers: deleting one with grace period 0 lets OLM create a new one on a healthy node.
+package catalogpods
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+)
+
+// ZoneLabel is the well-known topology label nodes are grouped by.
+const ZoneLabel = "topology.kubernetes.io/zone"
+
+// unhealthyThreshold is the fraction of NotReady nodes beyond which olmguard stands back: at that
+// point the control plane, not the nodes, is the likelier fault (the node lifecycle controller's
+// --unhealthy-zone-threshold default).
+const unhealthyThreshold = 0.55
+
+// Reason says why a pod is deleted or left alone.
+type Reason string
+
+const (
+	ReasonNone           Reason = ""
+	ReasonNodeNotReady   Reason = "NodeNotReady"
+	ReasonNodeGone       Reason = "NodeGone"
+	ReasonPodTerminating Reason = "PodTerminatingOnNotReadyNode"
+	ReasonClusterOutage  Reason = "ClusterOutage"
+	ReasonZoneOutage     Reason = "ZoneOutage"
+	ReasonWithinGrace    Reason = "WithinGrace"
+	ReasonNotCatalogPod  Reason = "NotCatalogPod"
+	ReasonNodeReady      Reason = "NodeReady"
+	ReasonNotScheduled   Reason = "NotScheduled"
+)
+
+// Decision is what to do with one catalog pod.
+type Decision struct {
+	Delete bool
+	Reason Reason
+	// RequeueAfter is set while the grace period runs: decide again then.
+	RequeueAfter time.Duration
+}
+
+// Health summarises node readiness, cluster-wide and per zone.
+type Health struct {
+	Total, NotReady int
+	Zones           map[string]ZoneHealth
+}
+
+// ZoneHealth counts the nodes of one zone.
+type ZoneHealth struct{ Total, NotReady int }
+
+// NodeHealth computes Health from the cluster's nodes.
+func NodeHealth(nodes []corev1.Node) Health {
+	h := Health{Zones: map[string]ZoneHealth{}}
+	for i := range nodes {
+		n := &nodes[i]
+		bad := !NodeReady(n)
+		h.Total++
+		z := h.Zones[n.Labels[ZoneLabel]]
+		z.Total++
+		if bad {
+			h.NotReady++
+			z.NotReady++
+		}
+		h.Zones[n.Labels[ZoneLabel]] = z
+	}
+	return h
+}
+
+// Outage reports whether too many nodes are NotReady to act on a node of the given zone:
+// more than 55% of all nodes, or of the zone's nodes when more than two of them are NotReady
+// (the node lifecycle controller's rule for a disrupted zone: a small zone losing its only node is
+// a node failure, not a zone outage).
+func (h Health) Outage(zone string) Reason {
+	if h.Total > 0 && float64(h.NotReady)/float64(h.Total) > unhealthyThreshold {
+		return ReasonClusterOutage
+	}
+	if z, ok := h.Zones[zone]; ok && zone != "" && z.NotReady > 2 && float64(z.NotReady)/float64(z.Total) > unhealthyThreshold {
+		return ReasonZoneOutage
+	}
+	return ReasonNone
+}
+
+// NodeReady reports whether a node's Ready condition is True.
+func NodeReady(n *corev1.Node) bool {
+	c := readyCondition(n)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func readyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// Decide chooses what to do with a catalog pod. node is nil when the pod's node does not exist;
+// goneSince is when that was first seen. now and grace are the clock and --catalog-pod-grace.
+func Decide(pod *corev1.Pod, node *corev1.Node, goneSince, now time.Time, grace time.Duration, health Health) Decision {
+	if _, ok := pod.Labels[olm.CatalogSourceLabel]; !ok {
+		return Decision{Reason: ReasonNotCatalogPod}
+	}
+	if pod.Spec.NodeName == "" {
+		return Decision{Reason: ReasonNotScheduled}
+	}
+	reason := ReasonNodeNotReady
+	var since time.Time
+	zone := ""
+	switch {
+	case node == nil:
+		reason, since = ReasonNodeGone, goneSince
+	case NodeReady(node):
+		return Decision{Reason: ReasonNodeReady} // never a pod on a Ready node
+	default:
+		zone = node.Labels[ZoneLabel]
+		if c := readyCondition(node); c != nil {
+			since = c.LastTransitionTime.Time
+		} else {
+			since = node.CreationTimestamp.Time // a node that never reported
+		}
+	}
+	if r := health.Outage(zone); r != ReasonNone {
+		return Decision{Reason: r}
+	}
+	if pod.DeletionTimestamp != nil && node != nil {
+		// Already deleted by someone (the taint manager); its kubelet will never confirm it.
+		return Decision{Delete: true, Reason: ReasonPodTerminating}
+	}
+	if wait := since.Add(grace).Sub(now); wait > 0 {
+		return Decision{Reason: ReasonWithinGrace, RequeueAfter: wait}
+	}
+	return Decision{Delete: true, Reason: reason}
+}

@@ -1,0 +1,200 @@
+package catalogpods
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+)
+
+// Name of the reconciler and of its Events' reporting controller.
+const Name = "catalog-pods"
+
+// Reconciler force-deletes catalog pods stranded on NotReady or missing nodes.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	// Grace is --catalog-pod-grace.
+	Grace time.Duration
+	// Limiter bounds deletions (--catalog-pod-deletions-per-minute).
+	Limiter *rate.Limiter
+	Now     func() time.Time
+
+	// gone remembers when a pod's node was first seen missing (pod name -> goneEntry).
+	gone sync.Map
+}
+
+type goneEntry struct {
+	uid   types.UID
+	since time.Time
+}
+
+// Setup registers the reconciler. Only pods labelled olm.catalogSource are cached, and nodes are
+// cached without their images and volumes, which the reconciler never reads.
+func Setup() controller.Setup {
+	catalogPods, _ := labels.NewRequirement(olm.CatalogSourceLabel, selection.Exists, nil)
+	return controller.Setup{
+		Name: Name,
+		Cache: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:  {Label: labels.NewSelector().Add(*catalogPods)},
+			&corev1.Node{}: {Transform: trimNode},
+		},
+		Add: func(mgr manager.Manager, o controller.Options) error {
+			perMinute := o.CatalogPodDeletionsPerMinute
+			r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.CatalogPodGrace,
+				Limiter: rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute), Now: time.Now}
+			return r.SetupWithManager(mgr)
+		},
+	}
+}
+
+// trimNode keeps what the reconciler reads of a Node: name, labels, creation time, conditions.
+func trimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n.ManagedFields, n.Annotations = nil, nil
+	n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions}
+	n.Spec = corev1.NodeSpec{Taints: n.Spec.Taints}
+	return n, nil
+}
+
+// SetupWithManager watches catalog pods, and Nodes whose readiness changes.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			_, ok := o.GetLabels()[olm.CatalogSourceLabel]
+			return ok
+		}))).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allCatalogPods), builder.WithPredicates(readinessChanged{})).
+		Complete(r)
+}
+
+// readinessChanged passes node creations, deletions and Ready transitions, not heartbeats.
+type readinessChanged struct{ predicate.Funcs }
+
+func (readinessChanged) Update(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*corev1.Node)
+	n, okNew := e.ObjectNew.(*corev1.Node)
+	return !okOld || !okNew || NodeReady(o) != NodeReady(n)
+}
+
+// allCatalogPods maps a node readiness change to every catalog pod: the change can start a grace
+// period, or lift the outage guard for pods on other nodes. Catalog pods are few (about one per
+// CatalogSource) and the cache holds nothing else.
+func (r *Reconciler) allCatalogPods(ctx context.Context, o client.Object) []reconcile.Request {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing catalog pods", "node", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(pods.Items))
+	for _, p := range pods.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	}
+	return reqs
+}
+
+// Reconcile decides about one catalog pod and, when its node is lost, deletes it.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pod := &corev1.Pod{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.gone.Delete(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	now := r.Now()
+	var node *corev1.Node
+	var goneSince time.Time
+	if pod.Spec.NodeName != "" {
+		node = &corev1.Node{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return reconcile.Result{}, err
+			}
+			node = nil
+			v, _ := r.gone.LoadOrStore(req.NamespacedName, goneEntry{uid: pod.UID, since: now})
+			e := v.(goneEntry)
+			if e.uid != pod.UID { // a new pod of the same name starts its own clock
+				e = goneEntry{uid: pod.UID, since: now}
+				r.gone.Store(req.NamespacedName, e)
+			}
+			goneSince = e.since
+		} else {
+			r.gone.Delete(req.NamespacedName)
+		}
+	}
+	nodes := &corev1.NodeList{}
+	if err := r.Client.List(ctx, nodes); err != nil {
+		return reconcile.Result{}, err
+	}
+	d := Decide(pod, node, goneSince, now, r.Grace, NodeHealth(nodes.Items))
+	log := ctrl.LoggerFrom(ctx).WithValues("node", pod.Spec.NodeName, "reason", d.Reason)
+	switch {
+	case d.Reason == ReasonClusterOutage || d.Reason == ReasonZoneOutage:
+		metrics.CatalogPodRecoveriesHeld.WithLabelValues(string(d.Reason)).Inc()
+		log.Info("catalog pod left on its NotReady node: too many nodes are NotReady to trust the signal")
+		return reconcile.Result{}, nil // a node turning Ready again re-triggers the decision
+	case !d.Delete:
+		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
+	}
+	if res := r.Limiter.Reserve(); res.Delay() > 0 {
+		delay := res.Delay()
+		res.Cancel()
+		metrics.CatalogPodRecoveriesHeld.WithLabelValues("RateLimited").Inc()
+		return reconcile.Result{RequeueAfter: delay}, nil
+	}
+	uid := pod.UID
+	err := r.Client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return reconcile.Result{}, nil // gone already, or replaced by a pod of the same name
+	}
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("deleting catalog pod %s: %w", req, err)
+	}
+	r.gone.Delete(req.NamespacedName)
+	metrics.CatalogPodRecoveries.WithLabelValues(string(d.Reason)).Inc()
+	log.Info("deleted catalog pod stranded on a lost node so OLM recreates it (OLM issue #3208)")
+	if cs := catalogSourceOf(pod); cs != nil {
+		r.Recorder.Eventf(cs, pod, corev1.EventTypeWarning, "CatalogPodRecovered", "Recover",
+			"deleted catalog pod %s stranded on node %s (%s) so OLM recreates it on a healthy node (OLM issue #3208)", pod.Name, pod.Spec.NodeName, d.Reason)
+	}
+	return reconcile.Result{}, nil
+}
+
+// catalogSourceOf returns a reference object for the CatalogSource that controls the pod.
+func catalogSourceOf(p *corev1.Pod) *v1alpha1.CatalogSource {
+	for _, ref := range p.OwnerReferences {
+		if ref.Kind == olm.CatalogSourceKind && ref.Controller != nil && *ref.Controller {
+			return &v1alpha1.CatalogSource{TypeMeta: metav1.TypeMeta{APIVersion: ref.APIVersion, Kind: ref.Kind},
+				ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: p.Namespace, UID: ref.UID}}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package catalogpods_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/test/testbin"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+var env *testenv.Env
+
+// TestMain runs one control plane and a manager with only this reconciler (grace 2s).
+func TestMain(m *testing.M) {
+	dir, missing := testbin.Check("kube-apiserver", "etcd")
+	if missing != "" {
+		os.Exit(m.Run())
+	}
+	var err error
+	if env, err = testenv.StartWith(dir, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	o := controller.DefaultOptions()
+	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
+	o.CatalogPodGrace = 2 * time.Second
+	mgr, err := controller.NewManager(env.Config, o, catalogpods.Setup())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		code = 1
+	}
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// setNode creates or updates a node with the given readiness.
+func setNode(t *testing.T, ctx context.Context, name string, ready corev1.ConditionStatus) {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{catalogpods.ZoneLabel: "zone-" + name}}}
+	if err := env.Client.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(n), n); err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.Now(), LastHeartbeatTime: metav1.Now()}}
+	if err := env.Client.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func catalogPodOn(t *testing.T, ctx context.Context, ns, node string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "cat-", Namespace: ns, Labels: map[string]string{olm.CatalogSourceLabel: "cat"}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "registry-server", Image: "registry.example/cat:1"}}},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func gone(ctx context.Context, p *corev1.Pod) bool {
+	err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
+	return apierrors.IsNotFound(err)
+}
+
+func TestReconciler(t *testing.T) {
+	if env == nil {
+		testbin.Require(t, "kube-apiserver", "etcd")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := "olm"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		setNode(t, ctx, n, corev1.ConditionTrue)
+	}
+	onA, onB := catalogPodOn(t, ctx, ns, "a"), catalogPodOn(t, ctx, ns, "b")
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "not-a-catalog", Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: "a", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if err := env.Client.Create(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+
+	// Node a stops: once the 2s grace has passed its catalog pod is deleted, nothing else is.
+	setNode(t, ctx, "a", corev1.ConditionUnknown)
+	notReady := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return gone(ctx, onA), nil
+	})
+	if err != nil {
+		t.Fatal("catalog pod on the NotReady node was not deleted")
+	}
+	// Condition times are stored in whole seconds, so the grace may end up to 1s early.
+	if waited := time.Since(notReady); waited < time.Second {
+		t.Errorf("deleted %s after NotReady, before the 2s grace", waited)
+	}
+	if gone(ctx, plain) || gone(ctx, onB) {
+		t.Fatal("deleted a pod that is not a catalog pod, or one on a Ready node")
+	}
+
+	// Three of five nodes NotReady (more than 55%): nothing is deleted.
+	onC := catalogPodOn(t, ctx, ns, "c")
+	for _, n := range []string{"b", "c"} {
+		setNode(t, ctx, n, corev1.ConditionFalse)
+	}
+	time.Sleep(5 * time.Second)
+	if gone(ctx, onB) || gone(ctx, onC) {
+		t.Fatal("deleted catalog pods while most nodes were NotReady")
+	}
+	// One node recovers (2 of 5 NotReady): the guard lifts and both stranded pods go.
+	setNode(t, ctx, "a", corev1.ConditionTrue)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return gone(ctx, onB) && gone(ctx, onC), nil
+	})
+	if err != nil {
+		t.Fatal("stranded catalog pods not deleted once the outage guard lifted")
+	}
+}
