@@ -48,3 +48,8 @@ cluster-down:
 .PHONY: demo
 demo: binaries
 	OLMGUARD_BIN_DIR=$(BIN_DIR) $(GO) run ./test/demo $(DEMO_FLAGS)
+
+## e2e-long: the long end-to-end measurements (stock OLM's catalog recovery takes about six minutes).
+.PHONY: e2e-long
+e2e-long: binaries
+	$(TEST_ENV) OLMGUARD_LONG=1 $(GO) test -count=1 -timeout 30m -v -run 'Measure' ./test/e2e/

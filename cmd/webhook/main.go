@@ -2,19 +2,14 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"flag"
-	"fmt"
 	"io"
 	"os"
-	"regexp"
-	"strings"
 
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"k8s.io/client-go/rest"
 
+	"github.com/olmguard/olmguard/internal/cli"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/validate"
 	"github.com/olmguard/olmguard/pkg/webhook"
@@ -28,79 +23,17 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	opts := webhook.DefaultOptions()
 	policies := validate.DefaultPolicies()
-	zapOpts := zap.Options{}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	opts.BindFlags(fs)
-	policies.BindFlags(fs)
-	config.RegisterFlags(fs) // --kubeconfig
-	zapOpts.BindFlags(fs)
-	if code, done := parse(fs, args, stdout, stderr, "admission webhook of olmguard: corrects OLM's writes at admission", opts.Validate); done {
-		return code
-	}
-
-	opts.Handlers = setup.WebhookHandlers(policies)
-	logger := zap.New(zap.UseFlagOptions(&zapOpts))
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger)
-	cfg, err := config.GetConfig()
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: loading kubeconfig: %v\n", name, err)
-		return 1
-	}
-	if err := webhook.Run(ctrl.SetupSignalHandler(), cfg, opts); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 1
-	}
-	return 0
-}
-
-// parse parses the flags and validates them. done is true when the program must exit with code:
-// after --help, or after a one-line error on stderr.
-func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, about string, validate func() error) (code int, done bool) {
-	fs.SetOutput(io.Discard) // errors are printed here, on one line
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		usage(stdout, fs, about)
-		return 0, true
-	case err != nil:
-	case fs.NArg() > 0:
-		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	default:
-		err = validate()
-	}
-	if err != nil {
-		// The flag package names flags with one dash; the documentation uses two.
-		msg := singleDash.ReplaceAllString(err.Error(), "$1--$2")
-		fmt.Fprintf(stderr, "%s: %s (see --help)\n", fs.Name(), msg)
-		return 2, true
-	}
-	return 0, false
-}
-
-// singleDash finds a flag name written with one dash in the flag package's errors.
-var singleDash = regexp.MustCompile(`(\s)-([a-zA-Z])`)
-
-// zapDefaults are the effective defaults of controller-runtime's logging flags, whose flag
-// values are empty (production mode).
-var zapDefaults = map[string]string{
-	"zap-encoder": "json", "zap-log-level": "info", "zap-stacktrace-level": "error", "zap-time-encoding": "epoch",
-}
-
-// usage lists every flag with its default, empty ones included.
-func usage(w io.Writer, fs *flag.FlagSet, about string) {
-	fmt.Fprintf(w, "Usage: %s [flags]\n\n%s.\n\nFlags:\n", fs.Name(), about)
-	fs.VisitAll(func(f *flag.Flag) {
-		typ, text := flag.UnquoteUsage(f)
-		if typ != "" {
-			typ = " " + typ
-		}
-		def := f.DefValue
-		if d, ok := zapDefaults[f.Name]; ok {
-			def = d
-		} else if def == "" || strings.ContainsAny(def, " \t") {
-			def = fmt.Sprintf("%q", def)
-		}
-		fmt.Fprintf(w, "  --%s%s\n    \t%s (default %s)\n", f.Name, typ, text, def)
-	})
+	return cli.Command{
+		Name:  name,
+		About: "admission webhook of olmguard: corrects OLM's writes at admission",
+		Bind: func(fs *flag.FlagSet) {
+			opts.BindFlags(fs)
+			policies.BindFlags(fs)
+		},
+		Validate: opts.Validate,
+		Run: func(ctx context.Context, cfg *rest.Config) error {
+			opts.Handlers = setup.WebhookHandlers(policies)
+			return webhook.Run(ctx, cfg, opts)
+		},
+	}.Main(args, stdout, stderr)
 }

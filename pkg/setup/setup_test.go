@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -27,39 +26,32 @@ import (
 	"github.com/olmguard/olmguard/pkg/webhook"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
-	"github.com/olmguard/olmguard/test/testbin"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
 var env *testenv.Env
 
+// TestMain serves olmguard's handlers from an in-process webhook registered with the control plane.
 func TestMain(m *testing.M) {
-	dir, missing := testbin.Check("kube-apiserver", "etcd")
-	if missing != "" {
-		os.Exit(m.Run()) // tests skip, or fail when binaries are required
-	}
-	code, err := run(m, dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	testenv.Main(m, func(e *testenv.Env) (func() error, error) {
+		env = e
+		return startWebhook()
+	})
 }
 
-func run(m *testing.M, dir string) (int, error) {
-	var err error
-	if env, err = testenv.StartWith(dir, nil); err != nil {
-		return 1, err
-	}
-	defer env.Stop()
+func startWebhook() (stop func() error, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+	}()
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: olmguard.DefaultNamespace}}); err != nil {
-		return 1, err
+		return nil, err
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 1, err
+		return nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
@@ -70,16 +62,14 @@ func run(m *testing.M, dir string) (int, error) {
 	o.Handlers = setup.WebhookHandlers(validate.DefaultPolicies())
 	s, err := webhook.New(env.Config, o)
 	if err != nil {
-		return 1, err
+		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
 	if err := waitActive(ctx); err != nil {
-		return 1, fmt.Errorf("webhook never called by the apiserver: %w", err)
+		return nil, fmt.Errorf("webhook never called by the apiserver: %w", err)
 	}
-	code := m.Run()
-	cancel()
-	return code, <-done
+	return func() error { cancel(); return <-done }, nil
 }
 
 // waitActive waits until a dry-run plan in a namespace with one Subscription comes back owned by it.
@@ -101,11 +91,7 @@ func waitActive(ctx context.Context) error {
 	})
 }
 
-func requireEnv(t *testing.T) {
-	if env == nil {
-		testbin.Require(t, "kube-apiserver", "etcd")
-	}
-}
+func requireEnv(t *testing.T) { env = testenv.Shared(t) }
 
 func newSubscription(ns, name, pkg string, approval v1alpha1.Approval) *v1alpha1.Subscription {
 	return &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

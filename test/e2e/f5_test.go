@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -80,7 +81,8 @@ func TestF5CatalogPodRecovered(t *testing.T) {
 	if !out.Recovered {
 		t.Fatalf("no catalog pod running off node %s %s after it turned NotReady", out.Node, f5Wait)
 	}
-	t.Logf("catalog pod Running on another node %s after node %s turned NotReady", out.Recovery.Round(100*time.Millisecond), out.Node)
+	t.Logf("catalog pod Running on another node %s after node %s turned NotReady (%s after its heartbeats stopped)",
+		out.Recovery.Round(100*time.Millisecond), out.Node, out.Total().Round(100*time.Millisecond))
 	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(before), &corev1.Pod{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the stranded pod %s is still there (err=%v)", before.Name, err)
 	}
@@ -132,4 +134,27 @@ func TestF5TwoOfThreeNodesFailNothingDeleted(t *testing.T) {
 	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil || got.UID != pod.UID || got.DeletionTimestamp != nil {
 		t.Fatalf("catalog pod %s deleted while 2 of 3 nodes were NotReady (err=%v)", pod.Name, err)
 	}
+}
+
+// TestF5MeasureStockRecovery measures how long stock OLM (v0.46, with the #3208 fixes) takes to
+// bring a catalog back after its node stops: taint-based eviction after 300s, then OLM's dead-pod
+// detection. It takes about six minutes, so it runs only with OLMGUARD_LONG=1 (make e2e-long).
+func TestF5MeasureStockRecovery(t *testing.T) {
+	if os.Getenv("OLMGUARD_LONG") != "1" {
+		t.Skip("long: set OLMGUARD_LONG=1 (make e2e-long)")
+	}
+	c := cluster.Shared(t)
+	c.SkipUnlessKwok(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	cat := startCatalog(t, ctx, c, "f5-stock-measure")
+	out, err := scenario.FailCatalogNode(ctx, c, cat, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Recovered {
+		t.Fatalf("stock OLM did not recover within 10 minutes of node %s turning NotReady", out.Node)
+	}
+	t.Logf("stock OLM: catalog pod Running elsewhere %s after NotReady, %s after the heartbeats stopped",
+		out.Recovery.Round(time.Second), out.Total().Round(time.Second))
 }

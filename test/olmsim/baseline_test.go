@@ -7,9 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,14 +15,8 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/scenario"
 )
-
-func twoPackageCatalog(name string) *olmsim.Catalog {
-	return &olmsim.Catalog{Name: name, Bundles: []olmsim.Bundle{
-		{Package: "alpha", Channel: "stable", CSVName: "alpha.v1.0.0", Version: "1.0.0", Image: "registry.example/alpha-bundle:v1.0.0"},
-		{Package: "beta", Channel: "stable", CSVName: "beta.v1.0.0", Version: "1.0.0", Image: "registry.example/beta-bundle:v1.0.0"},
-	}}
-}
 
 func ownerUIDs(ip *v1alpha1.InstallPlan) map[types.UID]bool {
 	out := map[types.UID]bool{}
@@ -40,56 +32,33 @@ func ownerUIDs(ip *v1alpha1.InstallPlan) map[types.UID]bool {
 // resolver's second one gets status.installPlanRef to a plan that has no ownerReference to it.
 func TestBaselineF1PlanLacksOwnerOfInterleavedSubscription(t *testing.T) {
 	sim, ctx := newSim(t, olmsim.V0_46)
-	cat := twoPackageCatalog("ops")
+	cat := scenario.F1Catalog()
 	if err := sim.AddCatalog(ctx, cat); err != nil {
 		t.Fatal(err)
 	}
-	ns := uniqueNS("f1")
-	if _, err := sim.CreateOperatorGroup(ctx, ns, "og"); err != nil {
-		t.Fatal(err)
-	}
-	subA, err := sim.CreateSubscription(ctx, ns, "alpha", cat, "alpha", v1alpha1.ApprovalManual)
+	r, err := scenario.Replay3199(ctx, sim, cat, uniqueNS("f1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sim.Install(ctx, ns, true); err != nil {
-		t.Fatal(err)
-	}
-	// beta's bundle is already unpacked (installed before elsewhere), so the plan is created in
-	// the same sync that resolves the new Subscription.
-	if _, err := sim.UnpackBundle(ctx, cat, &cat.Bundles[1], ns); err != nil {
-		t.Fatal(err)
-	}
-	var subB *v1alpha1.Subscription
-	sim.Hooks.BetweenSubscriptionLists = func(ctx context.Context, ns string) error {
-		sim.Hooks.BetweenSubscriptionLists = nil
-		subB, err = sim.CreateSubscription(ctx, ns, "beta", cat, "beta", v1alpha1.ApprovalAutomatic)
-		return err
-	}
-	ip, err := sim.SyncNamespace(ctx, ns)
-	if err != nil || ip == nil {
-		t.Fatalf("SyncNamespace = %v, %v; want a new plan", ip, err)
-	}
 	fresh := &v1alpha1.Subscription{}
-	if err := sim.Admin.Get(ctx, client.ObjectKeyFromObject(subB), fresh); err != nil {
+	if err := sim.Admin.Get(ctx, client.ObjectKeyFromObject(r.Auto), fresh); err != nil {
 		t.Fatal(err)
 	}
-	if ref := fresh.Status.InstallPlanRef; ref == nil || ref.Name != ip.Name {
-		t.Fatalf("Subscription beta installPlanRef = %v, want %s", ref, ip.Name)
+	if ref := fresh.Status.InstallPlanRef; ref == nil || ref.Name != r.Plan.Name {
+		t.Fatalf("Subscription beta installPlanRef = %v, want %s", ref, r.Plan.Name)
 	}
-	owners := ownerUIDs(ip)
-	if !owners[subA.UID] || owners[subB.UID] {
-		t.Fatalf("plan %s owners = %v; want alpha (%s) only: the #3199 failure", ip.Name, ip.OwnerReferences, subA.UID)
+	if !scenario.OwnedBy(r.Plan, r.Manual.UID) || scenario.OwnedBy(r.Plan, r.Auto.UID) {
+		t.Fatalf("plan %s owners = %v; want alpha (%s) only: the #3199 failure", r.Plan.Name, r.Plan.OwnerReferences, r.Manual.UID)
 	}
-	if ip.Spec.Approval != v1alpha1.ApprovalManual {
-		t.Errorf("plan approval = %s, want Manual (one Manual Subscription makes every plan Manual)", ip.Spec.Approval)
+	if r.Plan.Spec.Approval != v1alpha1.ApprovalManual {
+		t.Errorf("plan approval = %s, want Manual (one Manual Subscription makes every plan Manual)", r.Plan.Spec.Approval)
 	}
 }
 
 // Without the interleaving, OLM owns a new plan by every Subscription of the namespace.
 func TestSimPlanOwnedByEverySubscription(t *testing.T) {
 	sim, ctx := newSim(t, olmsim.V0_46)
-	cat := twoPackageCatalog("ops")
+	cat := scenario.F1Catalog()
 	if err := sim.AddCatalog(ctx, cat); err != nil {
 		t.Fatal(err)
 	}
@@ -135,34 +104,11 @@ func hasFinalizer(o client.Object, f string) bool {
 	return false
 }
 
-func webhookCatalog(name string) *olmsim.Catalog {
-	return &olmsim.Catalog{Name: name, Bundles: []olmsim.Bundle{{
-		Package: "gamma", Channel: "stable", CSVName: "gamma.v1.0.0", Version: "1.0.0", Image: "registry.example/gamma-bundle:v1.0.0",
-		ClusterPermissions: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list"}}},
-		BundledClusterRole: name + "-gamma-metrics-reader",
-		WebhookDeployment:  "gamma-webhook",
-	}}}
-}
-
-type leftovers struct{ labelled, bundled, authReader, webhooks int }
-
-func countLeftovers(t *testing.T, ctx context.Context, c client.Client, csv, ns, bundled string) leftovers {
+func countLeftovers(t *testing.T, ctx context.Context, sim *olmsim.Sim, cat *olmsim.Catalog, ns string) scenario.Leftovers {
 	t.Helper()
-	var l leftovers
-	sel := client.MatchingLabels(olm.OwnerLabels(csv, ns))
-	crs, crbs, vwcs := &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}, &admissionregistrationv1.ValidatingWebhookConfigurationList{}
-	for _, list := range []client.ObjectList{crs, crbs, vwcs} {
-		if err := c.List(ctx, list, sel); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l.labelled = len(crs.Items) + len(crbs.Items)
-	l.webhooks = len(vwcs.Items)
-	if err := c.Get(ctx, types.NamespacedName{Name: bundled}, &rbacv1.ClusterRole{}); err == nil {
-		l.bundled = 1
-	}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: olm.AuthReaderRoleBindingName(olm.ServiceName("gamma-webhook"))}, &rbacv1.RoleBinding{}); err == nil {
-		l.authReader = 1
+	l, err := scenario.CountLeftovers(ctx, sim.Admin, cat, ns)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return l
 }
@@ -173,30 +119,21 @@ func countLeftovers(t *testing.T, ctx context.Context, c client.Client, csv, ns,
 func TestBaselineF3UninstallLeavesClusterObjects(t *testing.T) {
 	for _, tc := range []struct {
 		version olmsim.Version
-		want    leftovers
+		want    scenario.Leftovers
 	}{
-		{olmsim.V0_26, leftovers{labelled: 3, bundled: 1, authReader: 1, webhooks: 1}},
-		{olmsim.V0_46, leftovers{labelled: 0, bundled: 1, authReader: 1, webhooks: 0}},
+		{olmsim.V0_26, scenario.Leftovers{Labelled: 3, Bundled: 1, AuthReader: 1, Webhooks: 1}},
+		{olmsim.V0_46, scenario.Leftovers{Labelled: 0, Bundled: 1, AuthReader: 1, Webhooks: 0}},
 	} {
 		t.Run(tc.version.String(), func(t *testing.T) {
 			sim, ctx := newSim(t, tc.version)
-			cat := webhookCatalog(uniqueNS("cat"))
-			if err := sim.AddCatalog(ctx, cat); err != nil {
-				t.Fatal(err)
-			}
+			cat := scenario.GammaCatalog(uniqueNS("cat"))
 			ns := uniqueNS("f3")
-			if _, err := sim.CreateOperatorGroup(ctx, ns, "og"); err != nil {
-				t.Fatal(err)
-			}
-			sub, err := sim.CreateSubscription(ctx, ns, "gamma", cat, "gamma", v1alpha1.ApprovalAutomatic)
+			sub, err := scenario.InstallGamma(ctx, sim, cat, ns)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := sim.Install(ctx, ns, false); err != nil {
-				t.Fatal(err)
-			}
-			before := countLeftovers(t, ctx, sim.Admin, "gamma.v1.0.0", ns, cat.Bundles[0].BundledClusterRole)
-			if before != (leftovers{labelled: 3, bundled: 1, authReader: 1, webhooks: 1}) {
+			before := countLeftovers(t, ctx, sim, cat, ns)
+			if before != (scenario.Leftovers{Labelled: 3, Bundled: 1, AuthReader: 1, Webhooks: 1}) {
 				t.Fatalf("installed objects = %+v, want 2 ClusterRoles + 1 binding labelled, bundled role, auth reader, webhook", before)
 			}
 			// The user uninstalls: Subscription, then CSV.
@@ -219,7 +156,7 @@ func TestBaselineF3UninstallLeavesClusterObjects(t *testing.T) {
 			if err := sim.Admin.Get(ctx, client.ObjectKeyFromObject(csv), csv); !apierrors.IsNotFound(err) {
 				t.Fatalf("CSV still present after uninstall (err=%v, finalizers=%v)", err, csv.Finalizers)
 			}
-			if got := countLeftovers(t, ctx, sim.Admin, "gamma.v1.0.0", ns, cat.Bundles[0].BundledClusterRole); got != tc.want {
+			if got := countLeftovers(t, ctx, sim, cat, ns); got != tc.want {
 				t.Fatalf("after uninstall: %+v, want %+v", got, tc.want)
 			}
 		})
@@ -229,18 +166,9 @@ func TestBaselineF3UninstallLeavesClusterObjects(t *testing.T) {
 // With OLM's finalizer (v0.27+) and OLM not running, a deleted CSV stays Terminating.
 func TestSimCSVStaysTerminatingWithoutOLM(t *testing.T) {
 	sim, ctx := newSim(t, olmsim.V0_46)
-	cat := webhookCatalog(uniqueNS("cat"))
-	if err := sim.AddCatalog(ctx, cat); err != nil {
-		t.Fatal(err)
-	}
+	cat := scenario.GammaCatalog(uniqueNS("cat"))
 	ns := uniqueNS("f3t")
-	if _, err := sim.CreateOperatorGroup(ctx, ns, "og"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sim.CreateSubscription(ctx, ns, "gamma", cat, "gamma", v1alpha1.ApprovalAutomatic); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sim.Install(ctx, ns, false); err != nil {
+	if _, err := scenario.InstallGamma(ctx, sim, cat, ns); err != nil {
 		t.Fatal(err)
 	}
 	csv := &v1alpha1.ClusterServiceVersion{}

@@ -3,32 +3,18 @@ package olmsim_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/olmguard/olmguard/test/olmsim"
-	"github.com/olmguard/olmguard/test/testbin"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	dir, missing := testbin.Check("kube-apiserver", "etcd")
-	if missing == "" {
-		var err error
-		if env, err = testenv.StartWith(dir, nil); err != nil {
-			fmt.Fprintln(os.Stderr, "starting envtest:", err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	if env != nil {
-		_ = env.Stop()
-	}
-	os.Exit(code)
+	testenv.Main(m, func(e *testenv.Env) (func() error, error) { env = e; return nil, nil })
 }
 
 var seq atomic.Int32
@@ -37,9 +23,7 @@ var seq atomic.Int32
 // not see each other's objects.
 func newSim(t *testing.T, v olmsim.Version) (*olmsim.Sim, context.Context) {
 	t.Helper()
-	if env == nil {
-		testbin.Require(t, "kube-apiserver", "etcd")
-	}
+	env = testenv.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	ns := fmt.Sprintf("olm-%d", seq.Add(1))

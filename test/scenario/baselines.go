@@ -148,8 +148,18 @@ func Replay3210(ctx context.Context, sim *olmsim.Sim, first, second string) erro
 type CatalogOutage struct {
 	Node      string
 	Recovered bool
+	// NotReadyAfter is from the heartbeats stopping to the node turning NotReady.
+	NotReadyAfter time.Duration
 	// Recovery is from the node turning NotReady to a replacement pod Running elsewhere.
 	Recovery time.Duration
+}
+
+// Total is from the heartbeats stopping to a replacement pod Running (zero if none).
+func (o CatalogOutage) Total() time.Duration {
+	if !o.Recovered {
+		return 0
+	}
+	return o.NotReadyAfter + o.Recovery
 }
 
 // FailCatalogNode runs the F5 scenario on a kwok cluster: it stops the heartbeats of the node that
@@ -165,6 +175,7 @@ func FailCatalogNode(ctx context.Context, c *cluster.Cluster, cat *olmsim.Catalo
 		return out, fmt.Errorf("no running catalog pod: %w", err)
 	}
 	out.Node = pod.Spec.NodeName
+	stopped := time.Now()
 	if err := c.FailNode(ctx, out.Node); err != nil {
 		return out, err
 	}
@@ -176,6 +187,7 @@ func FailCatalogNode(ctx context.Context, c *cluster.Cluster, cat *olmsim.Catalo
 		return out, fmt.Errorf("node %s never turned NotReady: %w", out.Node, err)
 	}
 	notReady := time.Now()
+	out.NotReadyAfter = notReady.Sub(stopped)
 	wctx, cancel := context.WithTimeout(ctx, waitFor)
 	defer cancel()
 	if p, err := RunningCatalogPod(wctx, c.Client, cat, out.Node); err == nil && p != nil {

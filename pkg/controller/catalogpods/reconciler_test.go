@@ -2,8 +2,6 @@ package catalogpods_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -13,10 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/olm"
-	"github.com/olmguard/olmguard/test/testbin"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -24,33 +20,12 @@ var env *testenv.Env
 
 // TestMain runs one control plane and a manager with only this reconciler (grace 2s).
 func TestMain(m *testing.M) {
-	dir, missing := testbin.Check("kube-apiserver", "etcd")
-	if missing != "" {
-		os.Exit(m.Run())
-	}
-	var err error
-	if env, err = testenv.StartWith(dir, nil); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	o := controller.DefaultOptions()
-	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
-	o.CatalogPodGrace = 2 * time.Second
-	mgr, err := controller.NewManager(env.Config, o, catalogpods.Setup())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
-		code = 1
-	}
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, func(e *testenv.Env) (func() error, error) {
+		env = e
+		o := testenv.ManagerOptions()
+		o.CatalogPodGrace = 2 * time.Second
+		return testenv.RunManager(e.Config, o, catalogpods.Setup())
+	})
 }
 
 // setNode creates or updates a node with the given readiness.
@@ -87,9 +62,7 @@ func gone(ctx context.Context, p *corev1.Pod) bool {
 }
 
 func TestReconciler(t *testing.T) {
-	if env == nil {
-		testbin.Require(t, "kube-apiserver", "etcd")
-	}
+	env = testenv.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns := "olm"

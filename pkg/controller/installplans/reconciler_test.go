@@ -2,8 +2,6 @@ package installplans_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -13,54 +11,25 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/controller/installplans"
 	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/olmsim"
-	"github.com/olmguard/olmguard/test/testbin"
+	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
 var env *testenv.Env
 
-// TestMain runs one control plane and one controller manager (with only this reconciler) for all
-// tests of the package.
+// TestMain runs one control plane and a controller manager with only this reconciler.
 func TestMain(m *testing.M) {
-	dir, missing := testbin.Check("kube-apiserver", "etcd")
-	if missing != "" {
-		os.Exit(m.Run()) // each test skips (or fails when binaries are required)
-	}
-	var err error
-	if env, err = testenv.StartWith(dir, nil); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	o := controller.DefaultOptions()
-	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
-	mgr, err := controller.NewManager(env.Config, o, installplans.Setup())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		code = 1
-	}
-	_ = env.Stop()
-	os.Exit(code)
+	testenv.Main(m, func(e *testenv.Env) (func() error, error) {
+		env = e
+		return testenv.RunManager(e.Config, testenv.ManagerOptions(), installplans.Setup())
+	})
 }
 
-func requireEnv(t *testing.T) {
-	if env == nil {
-		testbin.Require(t, "kube-apiserver", "etcd")
-	}
-}
+func requireEnv(t *testing.T) { env = testenv.Shared(t) }
 
 func hasOwner(ip *v1alpha1.InstallPlan, uid types.UID) bool {
 	for _, r := range ip.OwnerReferences {
@@ -83,37 +52,15 @@ func TestRepairsPlanMissingOwner(t *testing.T) {
 	if err := sim.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cat := &olmsim.Catalog{Name: "ops", Bundles: []olmsim.Bundle{
-		{Package: "alpha", Channel: "stable", CSVName: "alpha.v1", Version: "1.0.0", Image: "registry.example/alpha:v1"},
-		{Package: "beta", Channel: "stable", CSVName: "beta.v1", Version: "1.0.0", Image: "registry.example/beta:v1"},
-	}}
+	cat := scenario.F1Catalog()
 	if err := sim.AddCatalog(ctx, cat); err != nil {
 		t.Fatal(err)
 	}
-	ns := "f1-repair"
-	if _, err := sim.CreateOperatorGroup(ctx, ns, "og"); err != nil {
-		t.Fatal(err)
-	}
-	a, err := sim.CreateSubscription(ctx, ns, "alpha", cat, "alpha", v1alpha1.ApprovalManual)
+	r, err := scenario.Replay3199(ctx, sim, cat, "f1-repair")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sim.Install(ctx, ns, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sim.UnpackBundle(ctx, cat, &cat.Bundles[1], ns); err != nil {
-		t.Fatal(err)
-	}
-	var b *v1alpha1.Subscription
-	sim.Hooks.BetweenSubscriptionLists = func(ctx context.Context, ns string) error {
-		sim.Hooks.BetweenSubscriptionLists = nil
-		b, err = sim.CreateSubscription(ctx, ns, "beta", cat, "beta", v1alpha1.ApprovalAutomatic)
-		return err
-	}
-	ip, err := sim.SyncNamespace(ctx, ns)
-	if err != nil || ip == nil {
-		t.Fatalf("SyncNamespace: %v %v", ip, err)
-	}
+	ip, a, b := r.Plan, r.Manual, r.Auto
 	var got v1alpha1.InstallPlan
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ip), &got); err != nil {
