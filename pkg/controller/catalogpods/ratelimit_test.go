@@ -55,4 +55,3 @@ func TestReconcileRateLimited(t *testing.T) {
 		t.Errorf("p2 deleted past the rate limit: %v", err)
 	}
 }
-
