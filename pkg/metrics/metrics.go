@@ -36,8 +36,14 @@ var (
 		Name: "olmguard_catalog_pod_recoveries_held_total",
 		Help: "Catalog pod recoveries held back by the outage guard or the rate limit, by reason.",
 	}, []string{"reason"})
+
+	// UnpackJobRepairs counts unpack Jobs the controller labelled or deleted, by action and reason.
+	UnpackJobRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_unpack_job_repairs_total",
+		Help: "Bundle unpack Jobs the controller labelled (so OLM sees them) or deleted, by action and reason.",
+	}, []string{"action", "reason"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(Mutations, LookupErrors, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld)
+	metrics.Registry.MustRegister(Mutations, LookupErrors, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld, UnpackJobRepairs)
 }

@@ -4,36 +4,59 @@
 package setup
 
 import (
+	"flag"
+	"time"
+
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/controller/installplans"
+	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
 	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/validate"
 	"github.com/olmguard/olmguard/pkg/webhook"
 )
 
-// WebhookHandlers returns the handler of every admission path olmguard implements. Lookups read
-// the apiserver live (mgr.GetAPIReader): a Subscription created milliseconds before a plan must be
+// Webhook is the configuration of olmguard's admission handlers.
+type Webhook struct {
+	Policies validate.Policies
+	// UnpackJobTTL is given to unpack Jobs OLM creates without one.
+	UnpackJobTTL time.Duration
+}
+
+// DefaultWebhook returns the flag defaults.
+func DefaultWebhook() Webhook {
+	return Webhook{Policies: validate.DefaultPolicies(), UnpackJobTTL: 10 * time.Minute}
+}
+
+// BindFlags registers the policy flags and --unpack-job-ttl.
+func (w *Webhook) BindFlags(fs *flag.FlagSet) {
+	w.Policies.BindFlags(fs)
+	fs.DurationVar(&w.UnpackJobTTL, "unpack-job-ttl", w.UnpackJobTTL, "ttlSecondsAfterFinished given to bundle unpack Jobs OLM creates without one (0 leaves them as they are)")
+}
+
+// Handlers returns the handler of every admission path olmguard implements. Lookups read the
+// apiserver live (mgr.GetAPIReader): a Subscription created milliseconds before a plan must be
 // seen, and the webhook then needs no watch permission nor cache memory.
-func WebhookHandlers(p validate.Policies) map[string]webhook.HandlerFactory {
+func (w Webhook) Handlers() map[string]webhook.HandlerFactory {
 	return map[string]webhook.HandlerFactory{
 		olmguard.MutateInstallPlansPath: func(mgr manager.Manager) (admission.Handler, error) {
 			return &mutate.InstallPlanHandler{Subscriptions: mutate.LiveSubscriptions{Reader: mgr.GetAPIReader()}}, nil
 		},
+		olmguard.MutateJobsPath: webhook.Static(&mutate.JobHandler{TTL: w.UnpackJobTTL}),
 		olmguard.ValidateSubscriptionsPath: func(mgr manager.Manager) (admission.Handler, error) {
-			return &validate.SubscriptionHandler{Reader: mgr.GetAPIReader(), Policies: p}, nil
+			return &validate.SubscriptionHandler{Reader: mgr.GetAPIReader(), Policies: w.Policies}, nil
 		},
 		olmguard.ValidateInstallPlansPath: func(mgr manager.Manager) (admission.Handler, error) {
-			return &validate.InstallPlanHandler{Reader: mgr.GetAPIReader(), Policies: p}, nil
+			return &validate.InstallPlanHandler{Reader: mgr.GetAPIReader(), Policies: w.Policies}, nil
 		},
 	}
 }
 
 // Reconcilers returns every reconciler of the controller.
 func Reconcilers() []controller.Setup {
-	return []controller.Setup{installplans.Setup(), catalogpods.Setup()}
+	return []controller.Setup{installplans.Setup(), catalogpods.Setup(), unpackjobs.Setup()}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
-	"github.com/olmguard/olmguard/pkg/validate"
 	"github.com/olmguard/olmguard/pkg/webhook"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -59,7 +58,7 @@ func startWebhook() (stop func() error, err error) {
 	o.SelfSigned, o.Port = true, port
 	o.RegisterURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
-	o.Handlers = setup.WebhookHandlers(validate.DefaultPolicies())
+	o.Handlers = setup.DefaultWebhook().Handlers()
 	s, err := webhook.New(env.Config, o)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,56 @@
+package unpackjobs
+
+import (
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+)
+
+var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func job(labelled, managed bool, finishedAgo time.Duration, ttl *int32) *batchv1.Job {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: map[string]string{}}, Spec: batchv1.JobSpec{TTLSecondsAfterFinished: ttl}}
+	if labelled {
+		j.Labels[olm.BundleUnpackRefLabel] = "cm"
+	}
+	if managed {
+		j.Labels[olm.ManagedLabel] = "true"
+	}
+	if finishedAgo > 0 {
+		t := metav1.NewTime(now.Add(-finishedAgo))
+		j.Status.CompletionTime = &t
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: t}}
+	}
+	return j
+}
+
+func TestDecide(t *testing.T) {
+	const ttl = 10 * time.Minute
+	failed := job(false, true, 0, nil)
+	failed.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}}
+	tests := []struct {
+		name string
+		job  *batchv1.Job
+		want Decision
+	}{
+		{"finished, no unpack label (#3210): delete", job(false, true, time.Minute, nil), Decision{Action: Delete, Reason: "FinishedJobInvisibleToOLM"}},
+		{"failed, no unpack label: delete", failed, Decision{Action: Delete, Reason: "FinishedJobInvisibleToOLM"}},
+		{"finished, no olm.managed: delete", job(true, false, time.Minute, nil), Decision{Action: Delete, Reason: "FinishedJobInvisibleToOLM"}},
+		{"running, invisible: label, never delete", job(false, false, 0, nil), Decision{Action: Label, Reason: "RunningJobInvisibleToOLM"}},
+		{"running, visible: nothing", job(true, true, 0, nil), Decision{}},
+		{"finished with a TTL: the TTL controller's", job(true, true, time.Hour, ptr.To[int32](300)), Decision{}},
+		{"finished without a TTL, within it: wait", job(true, true, 4*time.Minute, nil), Decision{Reason: "WithinTTL", RequeueAfter: 6 * time.Minute}},
+		{"finished without a TTL, past it: delete", job(true, true, 11*time.Minute, nil), Decision{Action: Delete, Reason: "FinishedWithoutTTL"}},
+	}
+	for _, tt := range tests {
+		if got := Decide(tt.job, now, ttl); got != tt.want {
+			t.Errorf("%s: Decide = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}

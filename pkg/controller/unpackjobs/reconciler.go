@@ -1,0 +1,143 @@
+package unpackjobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/olm"
+)
+
+// Name of the reconciler and of its Events' reporting controller.
+const Name = "unpack-jobs"
+
+// Reconciler labels or deletes unpack Jobs OLM cannot see, and finished ones left without a TTL.
+type Reconciler struct {
+	Client client.Client
+	// Reader reads the owning ConfigMap live: ConfigMaps are not cached (there are many).
+	Reader   client.Reader
+	Recorder events.EventRecorder
+	TTL      time.Duration
+	Now      func() time.Time
+}
+
+// Setup registers the reconciler. Jobs are cached without their pod template, which it never reads.
+func Setup() controller.Setup {
+	return controller.Setup{
+		Name:  Name,
+		Cache: map[client.Object]cache.ByObject{&batchv1.Job{}: {Transform: trimJob}},
+		Add: func(mgr manager.Manager, o controller.Options) error {
+			r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), TTL: o.UnpackJobTTL, Now: time.Now}
+			return ctrl.NewControllerManagedBy(mgr).Named(Name).
+				For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return configMapOwner(o) != "" }))).
+				Complete(r)
+		},
+	}
+}
+
+func trimJob(obj any) (any, error) {
+	if j, ok := obj.(*batchv1.Job); ok {
+		j.ManagedFields = nil
+		j.Spec = batchv1.JobSpec{TTLSecondsAfterFinished: j.Spec.TTLSecondsAfterFinished}
+		j.Status = batchv1.JobStatus{Conditions: j.Status.Conditions, CompletionTime: j.Status.CompletionTime}
+	}
+	return obj, nil
+}
+
+// configMapOwner is the name of the ConfigMap owning the Job, "" if none.
+func configMapOwner(o client.Object) string {
+	for _, r := range o.GetOwnerReferences() {
+		if r.Kind == "ConfigMap" && r.APIVersion == "v1" {
+			return r.Name
+		}
+	}
+	return ""
+}
+
+// isUnpackConfigMap reports whether a ConfigMap is one of OLM's bundle unpack ConfigMaps: managed
+// by OLM and owned by a CatalogSource.
+func isUnpackConfigMap(cm *corev1.ConfigMap) bool {
+	if cm.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
+		return false
+	}
+	for _, r := range cm.OwnerReferences {
+		if r.Kind == olm.CatalogSourceKind {
+			return true
+		}
+	}
+	return false
+}
+
+// Reconcile handles one Job owned by a ConfigMap.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	job := &batchv1.Job{}
+	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil || job.DeletionTimestamp != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	cmName := configMapOwner(job)
+	cm := &corev1.ConfigMap{}
+	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: cmName}, cm); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !isUnpackConfigMap(cm) {
+		return reconcile.Result{}, nil // not OLM's: nothing of ours
+	}
+	d := Decide(job, r.Now(), r.TTL)
+	switch d.Action {
+	case None:
+		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
+	case Label:
+		// Append only: OLM's own labels stay, the missing ones are added.
+		labels := map[string]string{}
+		if job.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
+			labels[olm.ManagedLabel] = olm.ManagedLabelValue
+		}
+		if job.Labels[olm.BundleUnpackRefLabel] == "" {
+			labels[olm.BundleUnpackRefLabel] = cmName
+		}
+		patch, err := jsonMergeLabels(labels)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if err := r.Client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	case Delete:
+		uid := job.UID
+		err := r.Client.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return reconcile.Result{}, nil
+		}
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting unpack Job %s: %w", req, err)
+		}
+	}
+	metrics.UnpackJobRepairs.WithLabelValues(string(d.Action), d.Reason).Inc()
+	ctrl.LoggerFrom(ctx).Info("repaired unpack Job", "action", d.Action, "reason", d.Reason)
+	r.Recorder.Eventf(cm, job, corev1.EventTypeNormal, eventReasons[d.Action], string(d.Action),
+		"%s unpack Job %s: %s (OLM issue #3210)", d.Action, job.Name, d.Reason)
+	return reconcile.Result{}, nil
+}
+
+var eventReasons = map[Action]string{Label: "UnpackJobLabelled", Delete: "UnpackJobDeleted"}
+
+func jsonMergeLabels(labels map[string]string) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+}

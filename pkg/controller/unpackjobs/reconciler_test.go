@@ -1,0 +1,86 @@
+package unpackjobs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+)
+
+func reconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.Client) {
+	s := runtime.NewScheme()
+	_ = corev1.AddToScheme(s)
+	_ = batchv1.AddToScheme(s)
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	return &Reconciler{Client: c, Reader: c, Recorder: events.NewFakeRecorder(10), TTL: 10 * time.Minute, Now: func() time.Time { return now }}, c
+}
+
+func configMap(name string, olms bool) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "olm"}}
+	if olms {
+		cm.Labels = map[string]string{olm.ManagedLabel: "true"}
+		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: "cat", UID: "c"}}
+	}
+	return cm
+}
+
+func ownedJob(cm string, labels map[string]string, finished bool) *batchv1.Job {
+	j := job(false, false, 0, nil)
+	if finished {
+		j = job(false, false, time.Minute, nil)
+	}
+	j.Name, j.Namespace, j.Labels = cm, "olm", labels
+	j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm, UID: "u"}}
+	return j
+}
+
+func TestReconcileLabelsRunningInvisibleJob(t *testing.T) {
+	j := ownedJob("cm", map[string]string{"team": "x"}, false)
+	r, c := reconciler(t, configMap("cm", true), j)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "olm", Name: "cm"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := &batchv1.Job{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(j), got); err != nil {
+		t.Fatalf("a running Job must never be deleted: %v", err)
+	}
+	want := map[string]string{"team": "x", olm.ManagedLabel: "true", olm.BundleUnpackRefLabel: "cm"}
+	for k, v := range want {
+		if got.Labels[k] != v {
+			t.Errorf("labels = %v, want %v", got.Labels, want)
+		}
+	}
+}
+
+func TestReconcileDeletesFinishedInvisibleJobOnly(t *testing.T) {
+	ours, foreign := ownedJob("cm", nil, true), ownedJob("other", nil, true)
+	r, c := reconciler(t, configMap("cm", true), configMap("other", false), ours, foreign)
+	for _, n := range []string{"cm", "other"} {
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "olm", Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(ours), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("finished Job OLM cannot see was not deleted: %v", err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(foreign), &batchv1.Job{}); err != nil {
+		t.Errorf("a Job owned by a ConfigMap that is not OLM's was touched: %v", err)
+	}
+	for _, n := range []string{"cm", "other"} {
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "olm", Name: n}, &corev1.ConfigMap{}); err != nil {
+			t.Errorf("ConfigMap %s must never be deleted: %v", n, err)
+		}
+	}
+}

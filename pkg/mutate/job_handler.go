@@ -1,0 +1,58 @@
+package mutate
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/review"
+)
+
+const jobsWebhook = "jobs"
+
+// JobHandler serves /mutate/jobs: OLM's unpack Jobs get a namespace-scoped name and a TTL (F4,
+// OLM issue #3210).
+type JobHandler struct {
+	// TTL is given to finished unpack Jobs OLM left without one (--unpack-job-ttl).
+	TTL time.Duration
+}
+
+// Handle answers one AdmissionReview.
+func (h *JobHandler) Handle(_ context.Context, req admission.Request) admission.Response {
+	if req.Kind.Kind != "Job" || req.Kind.Group != "batch" {
+		return admission.Allowed("not a Job")
+	}
+	if req.Operation != "CREATE" {
+		return admission.Allowed("")
+	}
+	meta, err := review.DecodeMeta(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Job: %w", err))
+	}
+	var body struct {
+		Spec *struct {
+			TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished"`
+		} `json:"spec"`
+	}
+	if err := review.Decode(req.Object.Raw, &body); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Job: %w", err))
+	}
+	if body.Spec == nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Job: object has no spec"))
+	}
+	ns := meta.Namespace
+	if ns == "" {
+		ns = req.Namespace
+	}
+	ops := UnpackJobPatch(UnpackJob{Namespace: ns, Name: meta.Name, GenerateName: meta.GenerateName, Labels: meta.Labels,
+		OwnerReferences: meta.OwnerReferences, HasTTL: body.Spec.TTLSecondsAfterFinished != nil}, int32(h.TTL/time.Second))
+	if len(ops) == 0 {
+		return admission.Allowed("")
+	}
+	metrics.Mutations.WithLabelValues(jobsWebhook).Inc()
+	return admission.Patched("namespace-scoped unpack Job name (OLM issue #3210)", ops...)
+}

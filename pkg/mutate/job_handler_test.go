@@ -1,0 +1,96 @@
+package mutate
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+func jobRequest(op admissionv1.Operation, obj []byte) admission.Request {
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "1", Namespace: "olm", Operation: op,
+		Kind: metav1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, Object: runtime.RawExtension{Raw: obj}}}
+}
+
+func jobJSON(t testing.TB, j UnpackJob, ttl *int32) []byte {
+	spec := map[string]any{"backoffLimit": 3, "template": map[string]any{"spec": map[string]any{"restartPolicy": "Never"}}}
+	if ttl != nil {
+		spec["ttlSecondsAfterFinished"] = *ttl
+	}
+	b, err := json.Marshal(map[string]any{"apiVersion": "batch/v1", "kind": "Job",
+		"metadata": map[string]any{"name": j.Name, "namespace": j.Namespace, "labels": j.Labels, "ownerReferences": j.OwnerReferences}, "spec": spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestJobHandler(t *testing.T) {
+	h := &JobHandler{TTL: 10 * time.Minute}
+	j := unpackJob()
+	resp := h.Handle(context.Background(), jobRequest(admissionv1.Create, jobJSON(t, j, nil)))
+	if !resp.Allowed || len(resp.Patches) != 2 {
+		t.Fatalf("unpack Job: %+v", resp)
+	}
+	var got struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			TTL *int32 `json:"ttlSecondsAfterFinished"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(applyPatch(t, jobJSON(t, j, nil), resp.Patches), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Metadata.Name != UnpackJobName("olm", j.Name) || got.Spec.TTL == nil || *got.Spec.TTL != 600 {
+		t.Fatalf("patched Job: name %q ttl %v", got.Metadata.Name, got.Spec.TTL)
+	}
+	if len(got.Metadata.Labels) != 2 || len(got.Metadata.OwnerReferences) != 1 {
+		t.Fatalf("labels or owners changed: %+v", got.Metadata)
+	}
+	for name, req := range map[string]admission.Request{
+		"update":          jobRequest(admissionv1.Update, jobJSON(t, j, nil)),
+		"no spec":         jobRequest(admissionv1.Create, []byte(`{"metadata":{"name":"x"}}`)),
+		"malformed":       jobRequest(admissionv1.Create, []byte(`{`)),
+		"ordinary job":    jobRequest(admissionv1.Create, jobJSON(t, UnpackJob{Namespace: "olm", Name: "backup"}, nil)),
+		"already patched": jobRequest(admissionv1.Create, applyPatch(t, jobJSON(t, j, nil), resp.Patches)),
+	} {
+		r := h.Handle(context.Background(), req)
+		if len(r.Patches) != 0 {
+			t.Errorf("%s: patched %v", name, r.Patches)
+		}
+		if (name == "no spec" || name == "malformed") && (r.Allowed || r.Result.Code != http.StatusBadRequest) {
+			t.Errorf("%s: %+v, want a 400", name, r.Result)
+		}
+	}
+}
+
+// FuzzJobHandler: any body gets a well-formed answer, never a panic; the patched Job needs no
+// further patch.
+func FuzzJobHandler(f *testing.F) {
+	f.Add(jobJSON(f, unpackJob(), nil))
+	f.Add([]byte(`{"metadata":{"name":"x","labels":{"olm.managed":"true","operatorframework.io/bundle-unpack-ref":"x"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"u"}]},"spec":{}}`))
+	f.Add([]byte(`{"metadata":{},"spec":null}`))
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		h := &JobHandler{TTL: time.Minute}
+		r := h.Handle(context.Background(), jobRequest(admissionv1.Create, obj))
+		if !r.Allowed {
+			if r.Result == nil || r.Result.Code < 400 || r.Result.Message == "" {
+				t.Fatalf("denied without a clear error: %+v", r.Result)
+			}
+			return
+		}
+		if len(r.Patches) == 0 {
+			return
+		}
+		patched := applyPatch(t, obj, r.Patches)
+		if again := h.Handle(context.Background(), jobRequest(admissionv1.Create, patched)); len(again.Patches) != 0 {
+			t.Fatalf("not idempotent: %v", again.Patches)
+		}
+	})
+}
