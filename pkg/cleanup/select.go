@@ -1,0 +1,138 @@
+package cleanup
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+)
+
+// Object is a cluster-scoped object that may belong to a CSV.
+type Object struct {
+	Kind   string // ClusterRole, ClusterRoleBinding, MutatingWebhookConfiguration, ...
+	Name   string
+	UID    types.UID
+	Labels map[string]string
+}
+
+// Owned reports whether an object belongs to the CSV ns/name:
+//   - it carries all three owner labels of that CSV, as OLM labels what it creates for a CSV; or
+//   - it is a ClusterRole or ClusterRoleBinding that OLM labelled only olm.owner=<name> (a bundle
+//     manifest, OLM issue #2985), and no other CSV anywhere has that name, so the label is
+//     unambiguous.
+//
+// otherNames are the names of every other non-copied CSV in the cluster.
+func Owned(o Object, name, ns string, otherNames map[string]bool) bool {
+	l := o.Labels
+	if l[olm.OwnerLabel] != name {
+		return false
+	}
+	if l[olm.OwnerNamespaceLabel] == ns && l[olm.OwnerKindLabel] == olm.ClusterServiceVersionKind {
+		return true
+	}
+	_, hasNS := l[olm.OwnerNamespaceLabel]
+	_, hasKind := l[olm.OwnerKindLabel]
+	bundledRBAC := o.Kind == "ClusterRole" || o.Kind == "ClusterRoleBinding"
+	return bundledRBAC && !hasNS && !hasKind && !otherNames[name]
+}
+
+// ServiceNames are the Services OLM creates for the CSV's webhook and API deployments.
+func ServiceNames(csv *v1alpha1.ClusterServiceVersion) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range csv.Spec.WebhookDefinitions {
+		if w.DeploymentName != "" {
+			out[olm.ServiceName(w.DeploymentName)] = true
+		}
+	}
+	for _, a := range csv.Spec.APIServiceDefinitions.Owned {
+		if a.DeploymentName != "" {
+			out[olm.ServiceName(a.DeploymentName)] = true
+		}
+	}
+	return out
+}
+
+// AuthReaderDeletable reports whether the kube-system RoleBinding <service>-auth-reader may go with
+// the CSV: its subjects are all ServiceAccounts of the CSV's namespace, and no other live CSV of
+// that namespace (an upgrade's successor, typically) serves the same Service.
+func AuthReaderDeletable(service string, subjects []Subject, csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion) bool {
+	if len(subjects) == 0 {
+		return false
+	}
+	for _, s := range subjects {
+		if s.Kind != "ServiceAccount" || s.Namespace != csv.Namespace {
+			return false
+		}
+	}
+	for i := range others {
+		o := &others[i]
+		if o.Namespace == csv.Namespace && o.Name != csv.Name && !o.IsCopied() && ServiceNames(o)[service] {
+			return false
+		}
+	}
+	return true
+}
+
+// Subject is a RoleBinding subject.
+type Subject struct{ Kind, Name, Namespace string }
+
+// OperandCRDs are the CRDs whose custom resources an uninstall may delete: those the CSV owns that
+// no other non-copied CSV (in any namespace) also owns, so creating a CSV that claims another
+// tenant's CRD never deletes that tenant's data.
+func OperandCRDs(csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion) []v1alpha1.CRDDescription {
+	claimed := map[string]bool{}
+	for i := range others {
+		o := &others[i]
+		if o.IsCopied() || (o.Namespace == csv.Namespace && o.Name == csv.Name) {
+			continue
+		}
+		for _, d := range o.Spec.CustomResourceDefinitions.Owned {
+			claimed[d.Name] = true
+		}
+	}
+	var out []v1alpha1.CRDDescription
+	seen := map[string]bool{}
+	for _, d := range csv.Spec.CustomResourceDefinitions.Owned {
+		if !claimed[d.Name] && !seen[d.Name] && strings.Contains(d.Name, ".") {
+			out = append(out, d)
+			seen[d.Name] = true
+		}
+	}
+	return out
+}
+
+// OperandCleanup is the controller's --operand-cleanup mode.
+type OperandCleanup string
+
+const (
+	OperandCleanupOptIn  OperandCleanup = "opt-in"
+	OperandCleanupAlways OperandCleanup = "always"
+	OperandCleanupNever  OperandCleanup = "never"
+)
+
+// DeleteOperands reports whether an uninstall of csv deletes its operands: only for a confirmed
+// uninstall, and only when enabled by the CSV (spec.cleanup.enabled, OLM's own unused field) in
+// opt-in mode, or by --operand-cleanup=always.
+func DeleteOperands(kind Kind, csv *v1alpha1.ClusterServiceVersion, mode OperandCleanup) bool {
+	if kind != Uninstall {
+		return false
+	}
+	switch mode {
+	case OperandCleanupAlways:
+		return true
+	case OperandCleanupOptIn:
+		return csv.Spec.Cleanup.Enabled
+	}
+	return false
+}
+
+// TargetNamespaces are the namespaces an OperatorGroup's status names; [""] means every namespace
+// (all lists them).
+func TargetNamespaces(groupNamespaces, all []string) []string {
+	if len(groupNamespaces) == 1 && groupNamespaces[0] == "" {
+		return all
+	}
+	return groupNamespaces
+}
