@@ -82,15 +82,19 @@ func applyPatch(t testing.TB, doc []byte, ops []jsonpatch.Operation) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := jsonpatchapply.DecodePatch(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Apply(doc)
+	out, err := applyPatchErr(doc, raw)
 	if err != nil {
 		t.Fatalf("patch %s does not apply: %v", raw, err)
 	}
 	return out
+}
+
+func applyPatchErr(doc, rawPatch []byte) ([]byte, error) {
+	p, err := jsonpatchapply.DecodePatch(rawPatch)
+	if err != nil {
+		return nil, err
+	}
+	return p.Apply(doc)
 }
 
 func refsOf(t testing.TB, doc []byte) []metav1.OwnerReference {

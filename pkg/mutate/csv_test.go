@@ -1,0 +1,125 @@
+package mutate
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/olmguard"
+)
+
+func csvRequest(op admissionv1.Operation, obj []byte) admission.Request {
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "1", Namespace: "ns", Operation: op,
+		Kind: metav1.GroupVersionKind{Group: "operators.coreos.com", Version: "v1alpha1", Kind: "ClusterServiceVersion"}, Object: runtime.RawExtension{Raw: obj}}}
+}
+
+func csvJSON(t testing.TB, meta map[string]any, reason string) []byte {
+	meta["name"], meta["namespace"] = "op.v1", "ns"
+	b, err := json.Marshal(map[string]any{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": meta,
+		"spec": map[string]any{"displayName": "op", "description": strings.Repeat("x", 4096)}, "status": map[string]any{"reason": reason}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func finalizersOf(t testing.TB, doc []byte) []string {
+	var m struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(doc, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Metadata.Finalizers
+}
+
+func TestCSVHandler(t *testing.T) {
+	olmFinalizer := "operators.coreos.com/csv-cleanup"
+	tests := []struct {
+		name   string
+		op     admissionv1.Operation
+		meta   map[string]any
+		reason string
+		want   []string // finalizers after the patch; nil: no patch
+	}{
+		{"new CSV", admissionv1.Create, map[string]any{}, "", []string{olmguard.CleanupFinalizer}},
+		{"OLM's finalizer kept, ours appended", admissionv1.Update, map[string]any{"finalizers": []string{olmFinalizer}}, "", []string{olmFinalizer, olmguard.CleanupFinalizer}},
+		{"already there", admissionv1.Update, map[string]any{"finalizers": []string{olmguard.CleanupFinalizer}}, "", nil},
+		{"copied by reason", admissionv1.Create, map[string]any{}, "Copied", nil},
+		{"copied by label", admissionv1.Create, map[string]any{"labels": map[string]string{"olm.copiedFrom": "x"}}, "", nil},
+		{"copied by operator namespace", admissionv1.Create, map[string]any{"annotations": map[string]string{"olm.operatorNamespace": "x"}}, "", nil},
+		{"opted out", admissionv1.Create, map[string]any{"annotations": map[string]string{"olmguard.io/cleanup": "disabled"}}, "", nil},
+		{"being deleted", admissionv1.Update, map[string]any{"deletionTimestamp": "2026-11-21T10:00:00Z"}, "", nil},
+		{"delete", admissionv1.Delete, map[string]any{}, "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := csvJSON(t, tt.meta, tt.reason)
+			r := CSVHandler{}.Handle(context.Background(), csvRequest(tt.op, obj))
+			if !r.Allowed {
+				t.Fatalf("denied: %+v", r.Result)
+			}
+			if tt.want == nil {
+				if len(r.Patches) != 0 {
+					t.Fatalf("unexpected patch %v", r.Patches)
+				}
+				return
+			}
+			got := finalizersOf(t, applyPatch(t, obj, r.Patches))
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("finalizers = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if r := (CSVHandler{}).Handle(context.Background(), csvRequest(admissionv1.Create, []byte(`{"spec":{}}`))); r.Allowed || r.Result.Code != 400 {
+		t.Errorf("no metadata: %+v", r.Result)
+	}
+}
+
+func TestFinalizerPatches(t *testing.T) {
+	doc := []byte(`{"metadata":{"finalizers":["a","olmguard.io/cleanup","b"]}}`)
+	got := finalizersOf(t, applyPatch(t, doc, RemoveFinalizerPatch([]string{"a", "olmguard.io/cleanup", "b"}, "olmguard.io/cleanup")))
+	if strings.Join(got, ",") != "a,b" {
+		t.Errorf("after removal: %v", got)
+	}
+	if RemoveFinalizerPatch([]string{"a"}, "olmguard.io/cleanup") != nil {
+		t.Error("removing an absent finalizer must be a no-op")
+	}
+	// A stale position fails the test operation instead of removing another finalizer.
+	stale := RemoveFinalizerPatch([]string{"olmguard.io/cleanup"}, "olmguard.io/cleanup") // now at index 1
+	raw, _ := json.Marshal(stale)
+	if _, err := applyPatchErr(doc, raw); err == nil {
+		t.Error("a stale removal must fail")
+	}
+}
+
+// FuzzCSVHandler: any body gets a well-formed answer, never a panic, and the patched CSV needs no
+// further patch.
+func FuzzCSVHandler(f *testing.F) {
+	f.Add(byte(0), csvJSON(f, map[string]any{}, ""))
+	f.Add(byte(1), csvJSON(f, map[string]any{"finalizers": []string{"operators.coreos.com/csv-cleanup"}}, ""))
+	f.Add(byte(0), []byte(`{"metadata":{"finalizers":null},"status":null}`))
+	f.Fuzz(func(t *testing.T, op byte, obj []byte) {
+		o := []admissionv1.Operation{admissionv1.Create, admissionv1.Update}[int(op)%2]
+		r := CSVHandler{}.Handle(context.Background(), csvRequest(o, obj))
+		if !r.Allowed {
+			if r.Result == nil || r.Result.Code < 400 || r.Result.Message == "" {
+				t.Fatalf("denied without a clear error: %+v", r.Result)
+			}
+			return
+		}
+		if len(r.Patches) == 0 {
+			return
+		}
+		patched := applyPatch(t, obj, r.Patches)
+		if again := (CSVHandler{}).Handle(context.Background(), csvRequest(o, patched)); len(again.Patches) != 0 {
+			t.Fatalf("not idempotent: %v", again.Patches)
+		}
+	})
+}
