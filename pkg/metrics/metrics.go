@@ -42,8 +42,20 @@ var (
 		Name: "olmguard_unpack_job_repairs_total",
 		Help: "Bundle unpack Jobs the controller labelled (so OLM sees them) or deleted, by action and reason.",
 	}, []string{"action", "reason"})
+
+	// CleanupDeletions counts objects the CSV cleanup deleted, by kind (cluster, operand).
+	CleanupDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_csv_cleanup_deletions_total",
+		Help: "Objects deleted by the CSV cleanup finalizer, by kind of object (cluster, operand).",
+	}, []string{"kind"})
+	// CleanupTimeouts counts cleanups that gave up after --cleanup-timeout.
+	CleanupTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "olmguard_csv_cleanup_timeouts_total",
+		Help: "CSV cleanups that released their finalizer after --cleanup-timeout without finishing.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(Mutations, LookupErrors, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld, UnpackJobRepairs)
+	metrics.Registry.MustRegister(Mutations, LookupErrors, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
+		UnpackJobRepairs, CleanupDeletions, CleanupTimeouts)
 }

@@ -5,6 +5,8 @@ package setup
 
 import (
 	"flag"
+	"fmt"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
+	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
 	"github.com/olmguard/olmguard/pkg/controller/installplans"
 	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
 	"github.com/olmguard/olmguard/pkg/mutate"
@@ -25,17 +28,20 @@ type Webhook struct {
 	Policies validate.Policies
 	// UnpackJobTTL is given to unpack Jobs OLM creates without one.
 	UnpackJobTTL time.Duration
+	// CleanupUsers may remove olmguard.io/cleanup while a cleanup is pending.
+	CleanupUsers []string
 }
 
 // DefaultWebhook returns the flag defaults.
 func DefaultWebhook() Webhook {
-	return Webhook{Policies: validate.DefaultPolicies(), UnpackJobTTL: 10 * time.Minute}
+	return Webhook{Policies: validate.DefaultPolicies(), UnpackJobTTL: 10 * time.Minute, CleanupUsers: validate.DefaultCleanupUsers}
 }
 
 // BindFlags registers the policy flags and --unpack-job-ttl.
 func (w *Webhook) BindFlags(fs *flag.FlagSet) {
 	w.Policies.BindFlags(fs)
 	fs.DurationVar(&w.UnpackJobTTL, "unpack-job-ttl", w.UnpackJobTTL, "ttlSecondsAfterFinished given to bundle unpack Jobs OLM creates without one (0 leaves them as they are)")
+	fs.Var(userList{&w.CleanupUsers}, "cleanup-finalizer-users", "comma-separated users allowed to remove olmguard.io/cleanup during a cleanup: the controller's identity")
 }
 
 // Handlers returns the handler of every admission path olmguard implements. Lookups read the
@@ -46,7 +52,9 @@ func (w Webhook) Handlers() map[string]webhook.HandlerFactory {
 		olmguard.MutateInstallPlansPath: func(mgr manager.Manager) (admission.Handler, error) {
 			return &mutate.InstallPlanHandler{Subscriptions: mutate.LiveSubscriptions{Reader: mgr.GetAPIReader()}}, nil
 		},
-		olmguard.MutateJobsPath: webhook.Static(&mutate.JobHandler{TTL: w.UnpackJobTTL}),
+		olmguard.MutateJobsPath:                     webhook.Static(&mutate.JobHandler{TTL: w.UnpackJobTTL}),
+		olmguard.MutateClusterServiceVersionsPath:   webhook.Static(mutate.CSVHandler{}),
+		olmguard.ValidateClusterServiceVersionsPath: webhook.Static(&validate.CSVHandler{Policies: w.Policies, CleanupUsers: w.CleanupUsers}),
 		olmguard.ValidateSubscriptionsPath: func(mgr manager.Manager) (admission.Handler, error) {
 			return &validate.SubscriptionHandler{Reader: mgr.GetAPIReader(), Policies: w.Policies}, nil
 		},
@@ -58,5 +66,29 @@ func (w Webhook) Handlers() map[string]webhook.HandlerFactory {
 
 // Reconcilers returns every reconciler of the controller.
 func Reconcilers() []controller.Setup {
-	return []controller.Setup{installplans.Setup(), catalogpods.Setup(), unpackjobs.Setup()}
+	return []controller.Setup{installplans.Setup(), catalogpods.Setup(), unpackjobs.Setup(), csvcleanup.Setup()}
+}
+
+// userList is a comma-separated list flag.
+type userList struct{ users *[]string }
+
+func (u userList) String() string {
+	if u.users == nil {
+		return ""
+	}
+	return strings.Join(*u.users, ",")
+}
+
+func (u userList) Set(v string) error {
+	var out []string
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	if len(out) == 0 {
+		return fmt.Errorf("at least one user is required")
+	}
+	*u.users = out
+	return nil
 }

@@ -203,12 +203,16 @@ func FuzzHandlers(f *testing.F) {
 		a := sub("a", "etcd", "")
 		reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a).Build()
 		p := Policies{MixedApproval: Enforce, DuplicatePackage: Enforce, InstallPlanOwnerDrop: Enforce}
+		p.CleanupFinalizer = Enforce
 		var h admission.Handler = &SubscriptionHandler{Reader: reader, Policies: p}
 		kind := "Subscription"
-		if which%2 == 1 {
+		switch which % 3 {
+		case 1:
 			h, kind = &InstallPlanHandler{Reader: reader, Policies: p}, "InstallPlan"
+		case 2:
+			h, kind = &CSVHandler{Policies: p}, "ClusterServiceVersion"
 		}
-		op := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}[int(which/2)%3]
+		op := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}[int(which/3)%3]
 		r := h.Handle(context.Background(), request(t, kind, op, obj, old))
 		if !r.Allowed && (r.Result == nil || r.Result.Code < 400 || r.Result.Message == "") {
 			t.Fatalf("denied without a clear reason: %+v", r.Result)
@@ -232,5 +236,53 @@ func TestPolicyFlags(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse([]string{"--policy-cleanup-finalizer=maybe"}); err == nil {
 		t.Error("a bad mode must be a parse error")
+	}
+}
+
+func TestCleanupFinalizerRemoval(t *testing.T) {
+	const fin = "olmguard.io/cleanup"
+	ctrlUser := DefaultCleanupUsers[0]
+	tests := []struct {
+		name          string
+		user          string
+		old, new      []string
+		deleting      bool
+		annotations   map[string]string
+		wantViolation bool
+	}{
+		{"a user removes it during cleanup", "alice", []string{fin, "x"}, []string{"x"}, true, nil, true},
+		{"the controller removes it", ctrlUser, []string{fin}, nil, true, nil, false},
+		{"opted out", "alice", []string{fin}, nil, true, map[string]string{"olmguard.io/cleanup": "disabled"}, false},
+		{"not being deleted (the mutating webhook puts it back)", "alice", []string{fin}, nil, false, nil, false},
+		{"kept", "alice", []string{fin}, []string{fin, "y"}, true, nil, false},
+		{"never had it", "alice", []string{"x"}, nil, true, nil, false},
+	}
+	for _, tt := range tests {
+		v := CleanupFinalizerRemoval(DefaultPolicies(), tt.user, DefaultCleanupUsers, tt.old, tt.new, tt.deleting, tt.annotations)
+		if (len(v) > 0) != tt.wantViolation {
+			t.Errorf("%s: violations %v", tt.name, v)
+		}
+		if len(v) > 0 && (v[0].Mode != Enforce || !strings.Contains(v[0].Message, "kubectl olmguard uninstall")) {
+			t.Errorf("%s: %+v, want enforce by default with a way out", tt.name, v[0])
+		}
+	}
+	off := Policies{CleanupFinalizer: Off}
+	if v := CleanupFinalizerRemoval(off, "alice", DefaultCleanupUsers, []string{fin}, nil, true, nil); len(v) != 0 {
+		t.Error("mode off still reports")
+	}
+}
+
+func TestCSVHandlerDeniesRemovalDuringCleanup(t *testing.T) {
+	h := &CSVHandler{Policies: DefaultPolicies()}
+	old := map[string]any{"metadata": map[string]any{"name": "op.v1", "deletionTimestamp": "2026-11-21T10:00:00Z", "finalizers": []string{"olmguard.io/cleanup"}}}
+	now := map[string]any{"metadata": map[string]any{"name": "op.v1", "deletionTimestamp": "2026-11-21T10:00:00Z"}}
+	req := request(t, "ClusterServiceVersion", admissionv1.Update, now, old)
+	req.UserInfo.Username = "alice"
+	if r := h.Handle(context.Background(), req); r.Allowed || r.Result.Code != http.StatusForbidden {
+		t.Fatalf("removal by alice during cleanup: %+v", r.Result)
+	}
+	req.UserInfo.Username = DefaultCleanupUsers[0]
+	if r := h.Handle(context.Background(), req); !r.Allowed {
+		t.Fatalf("removal by the controller: %+v", r.Result)
 	}
 }

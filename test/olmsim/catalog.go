@@ -39,6 +39,8 @@ type Bundle struct {
 	// olm.managed on create (and olm.owner when it already exists), so its own cleanup never
 	// finds it (OLM issue #2985).
 	BundledClusterRole string
+	// CleanupEnabled sets the CSV's spec.cleanup.enabled (OLM's own opt-in for operand deletion).
+	CleanupEnabled bool
 	// WebhookDeployment, when set, gives the CSV a validating webhook served by that deployment:
 	// a ValidatingWebhookConfiguration with owner labels and a kube-system auth-reader RoleBinding.
 	WebhookDeployment string

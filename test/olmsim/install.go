@@ -143,6 +143,7 @@ func (s *Sim) installCSV(ctx context.Context, ns string, b *Bundle, replaces str
 			Replaces:                  replaces,
 			InstallStrategy:           v1alpha1.NamedInstallStrategy{StrategyName: "deployment", StrategySpec: rawJSON(map[string]any{"deployments": []any{map[string]any{"name": deploymentName(b), "spec": map[string]any{"selector": map[string]any{}, "template": map[string]any{}}}}})},
 			CustomResourceDefinitions: v1alpha1.CustomResourceDefinitions{Owned: b.OwnedCRDs},
+			Cleanup:                   v1alpha1.CleanupSpec{Enabled: b.CleanupEnabled},
 		},
 	}
 	if b.WebhookDeployment != "" {

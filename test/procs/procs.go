@@ -5,7 +5,6 @@ package procs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,11 +14,14 @@ import (
 	"syscall"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/uninstall"
 )
 
 // Build compiles cmd/webhook and cmd/controller from the checkout at root into dir.
@@ -123,15 +125,37 @@ func (p *Process) signal(sig syscall.Signal) {
 }
 
 // StartWebhook runs the webhook out of cluster with a self-signed certificate, registered with
-// the cluster at https://127.0.0.1:<free port>.
+// the cluster at https://127.0.0.1:<free port>. The controller started by StartController uses the
+// same kubeconfig, so its user is the one allowed to release the cleanup finalizer.
 func StartWebhook(binDir, kubeconfig string, extra ...string) (*Process, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
+	user, err := WhoAmI(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--self-signed", fmt.Sprintf("--port=%d", port),
-		fmt.Sprintf("--register-url=https://127.0.0.1:%d", port)}, extra...)
+		fmt.Sprintf("--register-url=https://127.0.0.1:%d", port), "--cleanup-finalizer-users=" + user}, extra...)
 	return Start(binDir, "webhook", args...)
+}
+
+// WhoAmI returns the user a kubeconfig authenticates as (a SelfSubjectReview).
+func WhoAmI(kubeconfig string) (string, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("asking the cluster who %s is: %w", kubeconfig, err)
+	}
+	return r.Status.UserInfo.Username, nil
 }
 
 // StartController runs the controller out of cluster.
@@ -142,13 +166,5 @@ func StartController(binDir, kubeconfig string, extra ...string) (*Process, erro
 // RemoveWebhookConfigurations deletes olmguard's webhook configurations, as `kubectl olmguard
 // uninstall` does first: the cluster then behaves as stock OLM.
 func RemoveWebhookConfigurations(ctx context.Context, c client.Client) error {
-	var errs []error
-	for _, o := range []client.Object{
-		&admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{},
-	} {
-		if err := c.DeleteAllOf(ctx, o, client.MatchingLabels{olmguard.NameLabel: olmguard.Name}); err != nil {
-			errs = append(errs, fmt.Errorf("removing olmguard's %T: %w", o, err))
-		}
-	}
-	return errors.Join(errs...)
+	return uninstall.RemoveWebhookConfigurations(ctx, c)
 }

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestUsageAndErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{nil, 0, "Usage: kubectl olmguard"},
+		{[]string{"--help"}, 0, "uninstall"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"uninstall", "--no-such-flag"}, 2, "no-such-flag"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		if code := run(tt.args, &stdout, &stderr); code != tt.code || !strings.Contains(stdout.String()+stderr.String(), tt.out) {
+			t.Errorf("run(%q) = %d, output %q; want %d containing %q", tt.args, code, stdout.String()+stderr.String(), tt.code, tt.out)
+		}
+	}
+}

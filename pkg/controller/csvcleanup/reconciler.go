@@ -1,0 +1,350 @@
+// Package csvcleanup runs olmguard's CSV cleanup finalizer (F3): it backfills olmguard.io/cleanup
+// onto CSVs the webhook did not see, and when such a CSV is deleted it removes what OLM leaves
+// behind (cluster objects always; operands only on a confirmed, opted-in uninstall), then releases
+// the finalizer. Every step is idempotent, so a crash at any point resumes on the next reconcile.
+package csvcleanup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gomodules.xyz/jsonpatch/v2"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/olmguard/olmguard/pkg/cleanup"
+	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/olm"
+	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+)
+
+// Name of the reconciler and of its Events' reporting controller.
+const Name = "csv-cleanup"
+
+// waitForOperands is how often a cleanup re-checks operands that are still being deleted.
+const waitForOperands = 2 * time.Second
+
+// clusterKinds are the cluster-scoped kinds OLM labels for a CSV.
+var clusterKinds = []schema.GroupVersionKind{
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"),
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"),
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfiguration"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"},
+	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
+}
+
+// Reconciler runs the cleanup finalizer.
+type Reconciler struct {
+	Client client.Client
+	// Reader reads what is only needed during a cleanup, uncached.
+	Reader         client.Reader
+	Recorder       events.EventRecorder
+	OperandCleanup cleanup.OperandCleanup
+	Timeout        time.Duration
+	Now            func() time.Time
+}
+
+// Setup registers the reconciler. CSVs are cached without their install strategy: olmguard reads
+// names, labels, phases and owned CRDs, never the deployments (a CSV can be megabytes).
+func Setup() controller.Setup {
+	return controller.Setup{
+		Name:  Name,
+		Cache: map[client.Object]cache.ByObject{&v1alpha1.ClusterServiceVersion{}: {Transform: trimCSV}},
+		Add: func(mgr manager.Manager, o controller.Options) error {
+			r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name),
+				OperandCleanup: cleanup.OperandCleanup(o.OperandCleanup), Timeout: o.CleanupTimeout, Now: time.Now}
+			return ctrl.NewControllerManagedBy(mgr).Named(Name).For(&v1alpha1.ClusterServiceVersion{}).Complete(r)
+		},
+	}
+}
+
+func trimCSV(obj any) (any, error) {
+	if c, ok := obj.(*v1alpha1.ClusterServiceVersion); ok {
+		c.ManagedFields = nil
+		c.Spec.InstallStrategy.StrategySpec.Raw = nil
+	}
+	return obj, nil
+}
+
+// Reconcile backfills the finalizer, or runs the cleanup of a deleted CSV.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	csv := &v1alpha1.ClusterServiceVersion{}
+	if err := r.Client.Get(ctx, req.NamespacedName, csv); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	view := mutate.CSVView{Namespace: csv.Namespace, Labels: csv.Labels, Annotations: csv.Annotations,
+		Finalizers: csv.Finalizers, Deleting: csv.DeletionTimestamp != nil, Reason: string(csv.Status.Reason)}
+	if csv.DeletionTimestamp == nil {
+		if !mutate.WantsCleanupFinalizer(view) {
+			return reconcile.Result{}, nil
+		}
+		// Backfill a CSV written while the webhook was away.
+		return reconcile.Result{}, r.patch(ctx, csv, mutate.AddFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer))
+	}
+	if !hasFinalizer(csv) {
+		return reconcile.Result{}, nil
+	}
+	log := ctrl.LoggerFrom(ctx)
+	if csv.Annotations[olmguard.CleanupAnnotation] == olmguard.CleanupDisabled {
+		return reconcile.Result{}, r.release(ctx, csv, "the CSV opted out of cleanup")
+	}
+	if elapsed := r.Now().Sub(csv.DeletionTimestamp.Time); elapsed > r.Timeout {
+		r.Recorder.Eventf(csv, nil, corev1.EventTypeWarning, "CleanupTimedOut", "Cleanup",
+			"cleanup not finished after %s (--cleanup-timeout): finalizer released, leftovers may remain", r.Timeout)
+		metrics.CleanupTimeouts.Inc()
+		return reconcile.Result{}, r.release(ctx, csv, "cleanup timed out")
+	}
+
+	all := &v1alpha1.ClusterServiceVersionList{}
+	if err := r.Client.List(ctx, all); err != nil {
+		return reconcile.Result{}, err
+	}
+	var others, sameNamespace []v1alpha1.ClusterServiceVersion
+	otherNames := map[string]bool{}
+	for _, o := range all.Items {
+		if o.Namespace == csv.Namespace && o.Name == csv.Name {
+			continue
+		}
+		others = append(others, o)
+		if o.Namespace == csv.Namespace {
+			sameNamespace = append(sameNamespace, o)
+		}
+		if !o.IsCopied() {
+			otherNames[o.Name] = true
+		}
+	}
+	subs := &v1alpha1.SubscriptionList{}
+	if err := r.Client.List(ctx, subs, client.InNamespace(csv.Namespace)); err != nil {
+		return reconcile.Result{}, err
+	}
+	kind, why := cleanup.Classify(csv, sameNamespace, subs.Items)
+	log = log.WithValues("classification", kind)
+
+	n, err := r.deleteClusterObjects(ctx, csv, otherNames, sameNamespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if n > 0 {
+		r.Recorder.Eventf(csv, nil, corev1.EventTypeNormal, "ClusterObjectsDeleted", "Cleanup",
+			"deleted %d cluster-scoped objects of this CSV (%s: %s)", n, kind, why)
+		metrics.CleanupDeletions.WithLabelValues("cluster").Add(float64(n))
+	}
+	if cleanup.DeleteOperands(kind, csv, r.OperandCleanup) {
+		remaining, deleted, err := r.deleteOperands(ctx, csv, others)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if deleted > 0 {
+			r.Recorder.Eventf(csv, nil, corev1.EventTypeNormal, "OperandsDeleted", "Cleanup",
+				"deleting %d custom resources of this operator's CRDs in its target namespaces (uninstall)", deleted)
+			metrics.CleanupDeletions.WithLabelValues("operand").Add(float64(deleted))
+		}
+		if remaining > 0 {
+			return reconcile.Result{RequeueAfter: waitForOperands}, nil
+		}
+	}
+	log.Info("cleanup done", "reason", why)
+	return reconcile.Result{}, r.release(ctx, csv, fmt.Sprintf("cleanup done (%s: %s)", kind, why))
+}
+
+func hasFinalizer(csv *v1alpha1.ClusterServiceVersion) bool {
+	for _, f := range csv.Finalizers {
+		if f == olmguard.CleanupFinalizer {
+			return true
+		}
+	}
+	return false
+}
+
+// release removes olmguard's finalizer, never any other.
+func (r *Reconciler) release(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, why string) error {
+	if err := r.patch(ctx, csv, mutate.RemoveFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer)); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(csv, nil, corev1.EventTypeNormal, "CleanupFinalizerReleased", "Cleanup", "olmguard.io/cleanup removed: %s", why)
+	return nil
+}
+
+func (r *Reconciler) patch(ctx context.Context, obj client.Object, ops []jsonpatch.Operation) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	if ops[0].Operation == "add" && ops[0].Path == "/metadata/finalizers" {
+		// Creating the list: guard against a finalizer OLM adds at the same moment.
+		ops = append([]jsonpatch.Operation{jsonpatch.NewOperation("test", "/metadata/resourceVersion", obj.GetResourceVersion())}, ops...)
+	}
+	body, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	return client.IgnoreNotFound(r.Client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)))
+}
+
+// deleteClusterObjects deletes the cluster-scoped objects that belong to the CSV, and its
+// kube-system auth-reader RoleBindings when no other CSV needs them. It returns how many it deleted.
+func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, otherNames map[string]bool, sameNamespace []v1alpha1.ClusterServiceVersion) (int, error) {
+	deleted := 0
+	for _, gvk := range clusterKinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := r.Reader.List(ctx, list, client.MatchingLabels{olm.OwnerLabel: csv.Name}); err != nil {
+			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
+				continue
+			}
+			return deleted, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if !cleanup.Owned(cleanup.Object{Kind: gvk.Kind, Name: o.Name, UID: o.UID, Labels: o.Labels}, csv.Name, csv.Namespace, otherNames) {
+				continue
+			}
+			o.SetGroupVersionKind(gvk)
+			ok, err := r.deleteExact(ctx, o)
+			if err != nil {
+				return deleted, err
+			}
+			if ok {
+				deleted++
+			}
+		}
+	}
+	for svc := range cleanup.ServiceNames(csv) {
+		rb := &rbacv1.RoleBinding{}
+		err := r.Reader.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: olm.AuthReaderRoleBindingName(svc)}, rb)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return deleted, err
+		}
+		var subjects []cleanup.Subject
+		for _, s := range rb.Subjects {
+			subjects = append(subjects, cleanup.Subject{Kind: s.Kind, Name: s.Name, Namespace: s.Namespace})
+		}
+		if !cleanup.AuthReaderDeletable(svc, subjects, csv, sameNamespace) {
+			continue
+		}
+		ok, err := r.deleteExact(ctx, rb)
+		if err != nil {
+			return deleted, err
+		}
+		if ok {
+			deleted++
+		}
+	}
+	return deleted, nil
+}
+
+// deleteExact deletes exactly the object that was read (UID precondition); it reports whether it
+// deleted something.
+func (r *Reconciler) deleteExact(ctx context.Context, o client.Object) (bool, error) {
+	uid := o.GetUID()
+	err := r.Client.Delete(ctx, o, client.Preconditions{UID: &uid})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("deleting %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+	}
+	return true, nil
+}
+
+// deleteOperands deletes the custom resources of the CRDs the CSV alone owns, in the namespaces
+// its OperatorGroup targets. It returns how many still exist and how many it asked to delete.
+func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion) (remaining, deleted int, err error) {
+	targets, err := r.targetNamespaces(ctx, csv.Namespace)
+	if err != nil || len(targets) == 0 {
+		return 0, 0, err
+	}
+	for _, d := range cleanup.OperandCRDs(csv, others) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := r.Reader.Get(ctx, types.NamespacedName{Name: d.Name}, crd); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return 0, 0, err
+		}
+		if crd.Spec.Scope != apiextensionsv1.NamespaceScoped || crd.Spec.Names.Kind != d.Kind {
+			continue // cluster-scoped operands cannot be limited to target namespaces
+		}
+		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: storageVersion(crd), Kind: crd.Spec.Names.Kind}
+		for _, ns := range targets {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			if err := r.Reader.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return 0, 0, fmt.Errorf("listing %s in %s: %w", d.Name, ns, err)
+			}
+			for i := range list.Items {
+				o := &list.Items[i]
+				remaining++
+				if o.DeletionTimestamp != nil {
+					continue
+				}
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(gvk)
+				u.SetNamespace(o.Namespace)
+				u.SetName(o.Name)
+				u.SetUID(o.UID)
+				ok, err := r.deleteExact(ctx, u)
+				if err != nil {
+					return 0, 0, err
+				}
+				if ok {
+					deleted++
+				}
+			}
+		}
+	}
+	return remaining, deleted, nil
+}
+
+func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return crd.Spec.Versions[0].Name
+}
+
+// targetNamespaces are the namespaces the OperatorGroup of ns targets (all, for AllNamespaces).
+func (r *Reconciler) targetNamespaces(ctx context.Context, ns string) ([]string, error) {
+	ogs := &olmv1.OperatorGroupList{}
+	if err := r.Client.List(ctx, ogs, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	if len(ogs.Items) != 1 {
+		return nil, nil // OLM itself refuses to run without exactly one group
+	}
+	var all []string
+	if ogs.Items[0].Status.AllNamespaces() {
+		nss := &metav1.PartialObjectMetadataList{}
+		nss.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+		if err := r.Reader.List(ctx, nss); err != nil {
+			return nil, err
+		}
+		for _, n := range nss.Items {
+			all = append(all, n.Name)
+		}
+	}
+	return cleanup.TargetNamespaces(ogs.Items[0].Status.Namespaces, all), nil
+}

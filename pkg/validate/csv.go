@@ -1,0 +1,64 @@
+package validate
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/review"
+)
+
+// DefaultCleanupUsers may remove olmguard.io/cleanup while a cleanup is pending: the controller's
+// ServiceAccount in the default installation.
+var DefaultCleanupUsers = []string{"system:serviceaccount:" + olmguard.DefaultNamespace + ":olmguard-controller"}
+
+// CleanupFinalizerRemoval reports a violation when user removes olmguard.io/cleanup from a CSV
+// whose cleanup is pending (it is being deleted; the webhook configuration sends only removals),
+// unless the user runs the cleanup or the CSV opted out.
+func CleanupFinalizerRemoval(p Policies, user string, allowed []string, oldFinalizers, newFinalizers []string, deleting bool, annotations map[string]string) []Violation {
+	if p.CleanupFinalizer == Off || !deleting || slices.Contains(allowed, user) || annotations[olmguard.CleanupAnnotation] == olmguard.CleanupDisabled {
+		return nil
+	}
+	if !slices.Contains(oldFinalizers, olmguard.CleanupFinalizer) || slices.Contains(newFinalizers, olmguard.CleanupFinalizer) {
+		return nil
+	}
+	return []Violation{{Policy: "cleanup-finalizer", Mode: p.CleanupFinalizer, Message: fmt.Sprintf(
+		"%s may not remove %s while olmguard's cleanup is pending: wait for it, annotate the CSV %s=%s, or run `kubectl olmguard uninstall`",
+		user, olmguard.CleanupFinalizer, olmguard.CleanupAnnotation, olmguard.CleanupDisabled)}}
+}
+
+// CSVHandler serves /validate/clusterserviceversions.
+type CSVHandler struct {
+	Policies Policies
+	// CleanupUsers may remove the finalizer (default DefaultCleanupUsers).
+	CleanupUsers []string
+}
+
+// Handle answers one AdmissionReview.
+func (h *CSVHandler) Handle(_ context.Context, req admission.Request) admission.Response {
+	if req.Kind.Kind != olm.ClusterServiceVersionKind || req.Kind.Group != olm.Group {
+		return admission.Allowed("not a ClusterServiceVersion")
+	}
+	if req.Operation != "UPDATE" {
+		return admission.Allowed("")
+	}
+	obj, err := review.DecodeMeta(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding ClusterServiceVersion: %w", err))
+	}
+	old, err := review.DecodeMeta(req.OldObject.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old ClusterServiceVersion: %w", err))
+	}
+	users := h.CleanupUsers
+	if users == nil {
+		users = DefaultCleanupUsers
+	}
+	deleting := obj.DeletionTimestamp != nil || old.DeletionTimestamp != nil
+	return Respond(CleanupFinalizerRemoval(h.Policies, req.UserInfo.Username, users, old.Finalizers, obj.Finalizers, deleting, obj.Annotations))
+}
