@@ -16,8 +16,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
@@ -103,7 +108,7 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5 bool) err
 	if err != nil {
 		return err
 	}
-	f3, err := d.f3(ctx, c, sim)
+	f3, err := d.f3(ctx, c, sim, "stock")
 	if err != nil {
 		return err
 	}
@@ -140,6 +145,10 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5 bool) err
 	if err != nil {
 		return err
 	}
+	f3Guarded, err := d.f3(ctx, c, sim, "guarded")
+	if err != nil {
+		return err
+	}
 	f4Guarded, err := d.f4(ctx, sim, "guarded")
 	if err != nil {
 		return err
@@ -154,7 +163,7 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5 bool) err
 	d.rows = []row{
 		{"F1 InstallPlan misses a Subscription owner", "#3199", f1Stock, f1Guarded},
 		{"F2 Subscription status drifts from its plan", "", "not replayed yet", "not built yet"},
-		{"F3 objects left after uninstall", "#2985", f3, "not built yet"},
+		{"F3 objects left after uninstall", "#2985", f3, f3Guarded},
 		{"F4 second install of a bundle stuck", "#3210", f4, f4Guarded},
 		{"F5 catalog pod stuck on NotReady node", "#3208", f5, f5Guarded},
 	}
@@ -189,20 +198,25 @@ func (d *demo) f1(ctx context.Context, sim *olmsim.Sim, cat *olmsim.Catalog, mod
 	return res, nil
 }
 
-func (d *demo) f3(ctx context.Context, c *cluster.Cluster, sim *olmsim.Sim) (string, error) {
-	done := d.step("F3: installing an operator with cluster permissions, a bundled ClusterRole and a webhook, then uninstalling it")
-	cat := scenario.GammaCatalog("demo-f3")
-	sub, err := scenario.InstallGamma(ctx, sim, cat, "demo-f3")
+func (d *demo) f3(ctx context.Context, c *cluster.Cluster, sim *olmsim.Sim, mode string) (string, error) {
+	done := d.step("F3: installing an operator (cluster permissions, a bundled ClusterRole, a webhook), upgrading it once, uninstalling it")
+	ns := "demo-f3-" + mode
+	cat := scenario.GammaUpgradeCatalog(ns)
+	sub, err := scenario.InstallGamma(ctx, sim, cat, ns)
 	if err != nil {
 		return "", err
 	}
 	if err := scenario.Uninstall(ctx, c.Client, sub); err != nil {
 		return "", err
 	}
-	if err := sim.SyncCSVs(ctx, "demo-f3"); err != nil { // OLM's own finalizer runs
+	if err := sim.SyncCSVs(ctx, ns); err != nil { // OLM's own finalizer runs
 		return "", err
 	}
-	l, err := scenario.CountLeftovers(ctx, c.Client, cat, "demo-f3")
+	// With olmguard the CSV goes once its cleanup is done.
+	if err := waitGone(ctx, c, ns, cat.Bundles[len(cat.Bundles)-1].CSVName); err != nil {
+		return "", err
+	}
+	l, err := scenario.CountLeftovers(ctx, c.Client, cat, ns)
 	if err != nil {
 		return "", err
 	}
@@ -210,6 +224,13 @@ func (d *demo) f3(ctx context.Context, c *cluster.Cluster, sim *olmsim.Sim) (str
 	res := fmt.Sprintf("%d objects left (bundled ClusterRole: %d, auth-reader RoleBinding: %d)", l.Total(), l.Bundled, l.AuthReader)
 	fmt.Fprintf(d.out, "    %s\n", res)
 	return res, nil
+}
+
+func waitGone(ctx context.Context, c *cluster.Cluster, ns, name string) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &v1alpha1.ClusterServiceVersion{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
 }
 
 func (d *demo) f4(ctx context.Context, sim *olmsim.Sim, mode string) (string, error) {

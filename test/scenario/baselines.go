@@ -9,6 +9,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,7 +45,19 @@ func GammaCatalog(name string) *olmsim.Catalog {
 	}}}
 }
 
-// InstallGamma installs GammaCatalog's operator into ns and returns its Subscription.
+// GammaUpgradeCatalog serves gamma v1 and v2 (v2 replaces v1, both shipping the same bundled
+// ClusterRole and webhook): installing it upgrades once, the usual life of an operator, and OLM
+// labels the bundled ClusterRole olm.owner=gamma.v2.0.0 on the way (OLM issue #2985).
+func GammaUpgradeCatalog(name string) *olmsim.Catalog {
+	cat := GammaCatalog(name)
+	v2 := cat.Bundles[0]
+	v2.CSVName, v2.Version, v2.Replaces, v2.Image = "gamma.v2.0.0", "2.0.0", "gamma.v1.0.0", "registry.example/gamma-bundle:v2.0.0"
+	cat.Bundles = append(cat.Bundles, v2)
+	return cat
+}
+
+// InstallGamma installs the gamma operator of cat into ns, starting at the catalog's first
+// bundle and upgrading to its last, and returns its Subscription.
 func InstallGamma(ctx context.Context, sim *olmsim.Sim, cat *olmsim.Catalog, ns string) (*v1alpha1.Subscription, error) {
 	if err := sim.AddCatalog(ctx, cat); err != nil {
 		return nil, err
@@ -52,18 +65,23 @@ func InstallGamma(ctx context.Context, sim *olmsim.Sim, cat *olmsim.Catalog, ns 
 	if _, err := sim.CreateOperatorGroup(ctx, ns, "og"); err != nil {
 		return nil, err
 	}
-	sub, err := sim.CreateSubscription(ctx, ns, "gamma", cat, "gamma", v1alpha1.ApprovalAutomatic)
-	if err != nil {
-		return nil, err
+	sub := &v1alpha1.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Name: "gamma", Namespace: ns},
+		Spec: v1alpha1.SubscriptionSpec{CatalogSource: cat.Name, CatalogSourceNamespace: cat.Namespace, Package: "gamma",
+			InstallPlanApproval: v1alpha1.ApprovalAutomatic, StartingCSV: cat.Bundles[0].CSVName},
 	}
-	_, err = sim.Install(ctx, ns, false)
+	if err := sim.Admin.Create(ctx, sub); err != nil {
+		return nil, fmt.Errorf("creating Subscription %s/gamma: %w", ns, err)
+	}
+	_, err := sim.Install(ctx, ns, false)
 	return sub, err
 }
 
-// CountLeftovers counts the cluster objects of the gamma operator installed in ns from cat.
+// CountLeftovers counts the cluster objects of the operator installed in ns from cat, at the
+// catalog's last bundle.
 func CountLeftovers(ctx context.Context, c client.Client, cat *olmsim.Catalog, ns string) (Leftovers, error) {
 	var l Leftovers
-	csv := cat.Bundles[0].CSVName
+	csv := cat.Bundles[len(cat.Bundles)-1].CSVName
 	sel := client.MatchingLabels(olm.OwnerLabels(csv, ns))
 	crs, crbs, vwcs := &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}, &admissionregistrationv1.ValidatingWebhookConfigurationList{}
 	for _, list := range []client.ObjectList{crs, crbs, vwcs} {
