@@ -113,10 +113,18 @@ func TestF5TwoOfThreeNodesFailNothingDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := []string{pod.Spec.NodeName}
-	for _, n := range c.Nodes() {
-		if n != pod.Spec.NodeName && len(failed) < 2 {
-			failed = append(failed, n)
+	nodes := &corev1.NodeList{}
+	if err := c.Client.List(ctx, nodes); err != nil {
+		t.Fatal(err)
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.Name != pod.Spec.NodeName && n.Annotations[cluster.KwokNodeAnnotation] != "" && cluster.NodeReady(n) && len(failed) < 2 {
+			failed = append(failed, n.Name)
 		}
+	}
+	if len(failed) != 2 || len(nodes.Items) != 3 {
+		t.Fatalf("want 3 nodes with 2 to fail, have %d nodes, failing %v", len(nodes.Items), failed)
 	}
 	for _, n := range failed {
 		if err := c.FailNode(ctx, n); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -88,8 +89,13 @@ func (s *Sim) ApproveInstallPlan(ctx context.Context, ns, name string) error {
 func (s *Sim) Install(ctx context.Context, ns string, approve bool) (*v1alpha1.InstallPlan, error) {
 	var last *v1alpha1.InstallPlan
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		// The olm-operator syncs CSVs all the time; like OLM, a write that lost a race (409) is
+		// retried on the next pass.
+		if err := s.SyncCSVs(ctx, ns); err != nil && !apierrors.IsConflict(err) {
+			return false, err
+		}
 		ip, err := s.SyncNamespace(ctx, ns)
-		if err == ErrUnpacking {
+		if err == ErrUnpacking || apierrors.IsConflict(err) {
 			return false, nil
 		}
 		if err != nil {
@@ -102,7 +108,7 @@ func (s *Sim) Install(ctx context.Context, ns string, approve bool) (*v1alpha1.I
 					return false, err
 				}
 			}
-			if err := s.ExecutePlan(ctx, ns, ip.Name); err != nil {
+			if err := s.ExecutePlan(ctx, ns, ip.Name); err != nil && !apierrors.IsConflict(err) {
 				return false, err
 			}
 			return false, nil
