@@ -88,6 +88,7 @@ func (s *Sim) ApproveInstallPlan(ctx context.Context, ns, name string) error {
 // execution with approval when approve is set, and CSV syncs. It returns the last plan.
 func (s *Sim) Install(ctx context.Context, ns string, approve bool) (*v1alpha1.InstallPlan, error) {
 	var last *v1alpha1.InstallPlan
+	quiet := 0 // passes in a row that made no plan: OLM requeues after a pass that only moved states
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		// The olm-operator syncs CSVs all the time; like OLM, a write that lost a race (409) is
 		// retried on the next pass.
@@ -102,6 +103,7 @@ func (s *Sim) Install(ctx context.Context, ns string, approve bool) (*v1alpha1.I
 			return false, err
 		}
 		if ip != nil {
+			quiet = 0
 			last = ip
 			if approve && ip.Spec.Approval == v1alpha1.ApprovalManual && !ip.Spec.Approved {
 				if err := s.ApproveInstallPlan(ctx, ns, ip.Name); err != nil {
@@ -126,7 +128,8 @@ func (s *Sim) Install(ctx context.Context, ns string, approve bool) (*v1alpha1.I
 				return false, nil
 			}
 		}
-		return true, nil
+		quiet++
+		return quiet >= 2, nil
 	})
 	if err != nil {
 		return last, fmt.Errorf("installing in %s: %w", ns, err)

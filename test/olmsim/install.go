@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -220,6 +221,11 @@ func (s *Sim) ensureOwnedByMerge(ctx context.Context, obj client.Object, csv *v1
 // CSVs being deleted. Before v0.27 it also garbage-collects labelled cluster objects whose CSV is
 // gone, but only for deletions it sees (edge-driven).
 func (s *Sim) SyncCSVs(ctx context.Context, ns string) error {
+	// A pass that lost a write race (409) is run again, as OLM's queue requeues it.
+	return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error { return s.syncCSVs(ctx, ns) })
+}
+
+func (s *Sim) syncCSVs(ctx context.Context, ns string) error {
 	list := &v1alpha1.ClusterServiceVersionList{}
 	if err := s.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 		return err

@@ -41,7 +41,7 @@ func GammaCatalog(name string) *olmsim.Catalog {
 		Package: "gamma", Channel: "stable", CSVName: "gamma.v1.0.0", Version: "1.0.0", Image: "registry.example/gamma-bundle:v1.0.0",
 		ClusterPermissions: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list"}}},
 		BundledClusterRole: name + "-gamma-metrics-reader",
-		WebhookDeployment:  "gamma-webhook",
+		WebhookDeployment:  name + "-gamma-webhook",
 	}}}
 }
 
