@@ -1,175 +1,46 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
+	"github.com/olmguard/olmguard/internal/cli/clitest"
+	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
-	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// envRunMain makes the test binary act as the command, so the SIGTERM test runs a real process.
-const envRunMain = "OLMGUARD_TEST_RUN_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(envRunMain) == "1" {
-		main()
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { clitest.Main(m, main) }
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"--help"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("--help exited %d: %s", code, stderr.String())
-	}
-	help := stdout.String()
-	o := webhook.DefaultOptions()
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	o.BindFlags(fs)
-	fs.VisitAll(func(f *flag.Flag) {
-		if !strings.Contains(help, "--"+f.Name) {
-			t.Errorf("--help does not document --%s", f.Name)
-		}
-	})
-	for _, want := range []string{
+	o, h := webhook.DefaultOptions(), setup.DefaultWebhook()
+	clitest.Help(t, run, func(fs *flag.FlagSet) { o.BindFlags(fs); h.BindFlags(fs) },
 		"--port int\n", "(default 9443)", "(default :8081)", "(default :8080)", "(default olmguard-system)",
-		"(default olmguard-webhook)", "--kubeconfig", "--zap-log-level", "(default info)", "--self-signed\n",
-	} {
-		if !strings.Contains(help, want) {
-			t.Errorf("--help lacks %q", want)
-		}
-	}
-	if n := strings.Count(help, "(default "); n != strings.Count(help, "\n  --") {
-		t.Errorf("%d defaults for %d flags", n, strings.Count(help, "\n  --"))
-	}
+		"(default olmguard-webhook)", "(default info)", "--self-signed\n", "--policy-mixed-approval", "(default warn)",
+		"--unpack-job-ttl duration\n", "--cleanup-finalizer-users")
 }
 
 func TestBadFlagsExitWithOneLine(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--port=abc"}, `invalid value "abc" for flag --port`},
-		{[]string{"--self-signed", "--port=0"}, "--port 0 is out of range"},
-		{nil, "one of --cert-dir or --self-signed is required"},
-		{[]string{"--self-signed", "--register-url=http://127.0.0.1:9443"}, "--register-url"},
-		{[]string{"--self-signed", "--metrics-bind-address=8080"}, "--metrics-bind-address"},
-		{[]string{"--self-signed", "--namespace=Not_OK"}, "--namespace"},
-		{[]string{"--self-signed", "--self-signed-cert-duration=1ms"}, "--self-signed-cert-duration"},
-		{[]string{"--self-signed", "--extra-sans=bad name"}, "--extra-sans"},
-		{[]string{"--unknown"}, "flag provided but not defined: --unknown"},
-		{[]string{"--self-signed", "extra"}, `unexpected argument "extra"`},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if code := run(tc.args, &stdout, &stderr); code != 2 {
-				t.Errorf("exit status %d, want 2", code)
-			}
-			msg := stderr.String()
-			if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, tc.want) || !strings.HasPrefix(msg, name+": ") {
-				t.Errorf("stderr = %q, want one line with %q", msg, tc.want)
-			}
-			if stdout.Len() != 0 {
-				t.Errorf("stdout = %q, want nothing", stdout.String())
-			}
-		})
-	}
+	clitest.BadFlags(t, run, name, []clitest.BadFlag{
+		{Args: []string{"--port=abc"}, Want: `invalid value "abc" for flag --port`},
+		{Args: []string{"--self-signed", "--port=0"}, Want: "--port 0 is out of range"},
+		{Args: nil, Want: "one of --cert-dir or --self-signed is required"},
+		{Args: []string{"--self-signed", "--register-url=http://127.0.0.1:9443"}, Want: "--register-url"},
+		{Args: []string{"--self-signed", "--metrics-bind-address=8080"}, Want: "--metrics-bind-address"},
+		{Args: []string{"--self-signed", "--namespace=Not_OK"}, Want: "--namespace"},
+		{Args: []string{"--self-signed", "--self-signed-cert-duration=1ms"}, Want: "--self-signed-cert-duration"},
+		{Args: []string{"--self-signed", "--extra-sans=bad name"}, Want: "--extra-sans"},
+		{Args: []string{"--unknown"}, Want: "flag provided but not defined: --unknown"},
+		{Args: []string{"--self-signed", "extra"}, Want: `unexpected argument "extra"`},
+		{Args: []string{"--policy-mixed-approval=deny"}, Want: "--policy-mixed-approval"},
+		{Args: []string{"--cleanup-finalizer-users=,"}, Want: "--cleanup-finalizer-users"},
+	})
 }
 
 func TestSIGTERMStopsCleanly(t *testing.T) {
-	env := testenv.Start(t)
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "olmguard-sigterm"}}); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := writeKubeconfig(t, env.Config)
-	health := freePort(t)
-	cmd := exec.Command(os.Args[0], "--kubeconfig="+kubeconfig, "--self-signed", "--namespace=olmguard-sigterm",
-		fmt.Sprintf("--port=%d", freePort(t)), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
-		"--metrics-bind-address=0")
-	cmd.Env = append(os.Environ(), envRunMain+"=1")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	waitReady(t, health, exited, &out)
-
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v\n%s", err, out.String())
-		}
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("still running 60s after SIGTERM\n%s", out.String())
-	}
-}
-
-func waitReady(t *testing.T, port int, exited <-chan error, out *bytes.Buffer) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			t.Fatalf("exited before becoming ready: %v\n%s", err, out.String())
-		default:
-		}
-		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port)); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready within 60s\n%s", out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	clitest.SIGTERMStopsCleanly(t, func(kubeconfig string, health int) []string {
+		return []string{"--kubeconfig=" + kubeconfig, "--self-signed", "--namespace=olmguard-sigterm",
+			fmt.Sprintf("--port=%d", clitest.FreePort(t)), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+			"--metrics-bind-address=0"}
+	})
 }

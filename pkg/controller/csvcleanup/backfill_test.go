@@ -4,13 +4,9 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/pkg/cleanup"
@@ -22,15 +18,12 @@ import (
 // CSVs written while the webhook was away get the finalizer from the controller; copies and
 // opted-out CSVs never do, and OLM's finalizer stays where it is.
 func TestBackfill(t *testing.T) {
-	s := runtime.NewScheme()
-	_ = v1alpha1.AddToScheme(s)
 	plain := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Finalizers: []string{olm.CSVCleanupFinalizer}}}
 	bare := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns"}}
 	copied := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "t", Labels: map[string]string{olm.CopiedFromLabel: "ns"}}}
 	optedOut := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "ns",
 		Annotations: map[string]string{olmguard.CleanupAnnotation: olmguard.CleanupDisabled}}}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(plain, bare, copied, optedOut).Build()
-	r := &Reconciler{Client: c, Reader: c, Recorder: events.NewFakeRecorder(10), OperandCleanup: cleanup.OperandCleanupOptIn, Timeout: time.Minute, Now: time.Now}
+	r, c := fakeReconciler(cleanup.OperandCleanupOptIn, plain, bare, copied, optedOut)
 	want := map[string][]string{
 		"ns/a": {olm.CSVCleanupFinalizer, olmguard.CleanupFinalizer},
 		"ns/b": {olmguard.CleanupFinalizer},

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -23,14 +24,11 @@ import (
 // A cleanup that cannot finish within --cleanup-timeout releases its finalizer with a Warning
 // Event, and only its own finalizer: nothing is stuck forever.
 func TestCleanupTimeoutReleasesFinalizer(t *testing.T) {
-	s := runtime.NewScheme()
-	_ = v1alpha1.AddToScheme(s)
 	deleted := metav1.NewTime(time.Now().Add(-11 * time.Minute))
 	csv := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Name: "op.v1", Namespace: "ns", DeletionTimestamp: &deleted,
 		Finalizers: []string{olm.CSVCleanupFinalizer, olmguard.CleanupFinalizer}}}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(csv).Build()
-	rec := events.NewFakeRecorder(10)
-	r := &Reconciler{Client: c, Reader: c, Recorder: rec, OperandCleanup: cleanup.OperandCleanupAlways, Timeout: 10 * time.Minute, Now: time.Now}
+	r, c := fakeReconciler(cleanup.OperandCleanupAlways, csv)
+	rec := r.Recorder.(*events.FakeRecorder)
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "op.v1"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,4 +47,12 @@ func TestCleanupTimeoutReleasesFinalizer(t *testing.T) {
 	default:
 		t.Fatal("no event")
 	}
+}
+
+// fakeReconciler is a Reconciler over a fake client holding objs, with a 10 minute timeout.
+func fakeReconciler(mode cleanup.OperandCleanup, objs ...client.Object) (*Reconciler, client.Client) {
+	s := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(s)
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	return &Reconciler{Client: c, Reader: c, Recorder: events.NewFakeRecorder(10), OperandCleanup: mode, Timeout: 10 * time.Minute, Now: time.Now}, c
 }
