@@ -90,11 +90,8 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5 bool) err
 	}
 	done()
 
-	sim, err := olmsim.New(c.Config, c.Client.Scheme(), olmsim.Options{Namespace: "olm"})
+	sim, err := olmsim.Start(ctx, c.Config, c.Client.Scheme(), olmsim.Options{Namespace: "olm"})
 	if err != nil {
-		return err
-	}
-	if err := sim.Setup(ctx); err != nil {
 		return err
 	}
 	f1cat := scenario.F1Catalog()

@@ -24,11 +24,8 @@ const f1Replays = 50
 // newSim returns an OLM simulator on the shared cluster, with its own OLM namespace.
 func newSim(t *testing.T, c *cluster.Cluster, olmNamespace string, v olmsim.Version) *olmsim.Sim {
 	t.Helper()
-	sim, err := olmsim.New(c.Config, c.Client.Scheme(), olmsim.Options{Version: v, Namespace: olmNamespace})
+	sim, err := olmsim.Start(context.Background(), c.Config, c.Client.Scheme(), olmsim.Options{Version: v, Namespace: olmNamespace})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Setup(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return sim

@@ -27,11 +27,8 @@ func newSim(t *testing.T, v olmsim.Version) (*olmsim.Sim, context.Context) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	ns := fmt.Sprintf("olm-%d", seq.Add(1))
-	sim, err := olmsim.New(env.Config, env.Scheme, olmsim.Options{Version: v, Namespace: ns, CompleteJobs: true})
+	sim, err := olmsim.Start(ctx, env.Config, env.Scheme, olmsim.Options{Version: v, Namespace: ns, CompleteJobs: true})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return sim, ctx

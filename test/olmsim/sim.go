@@ -101,6 +101,15 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Sim, error) {
 	return &Sim{Options: opts, Client: c, Admin: admin, watcher: c, catalogs: &catalogs{}}, nil
 }
 
+// Start returns a simulator that has done Setup.
+func Start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Sim, error) {
+	s, err := New(cfg, scheme, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, s.Setup(ctx)
+}
+
 // Setup creates what OLM's install manifests create: its namespaces, its service account and the
 // cluster-admin binding it runs with.
 func (s *Sim) Setup(ctx context.Context) error {

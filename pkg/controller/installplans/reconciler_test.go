@@ -45,11 +45,8 @@ func TestRepairsPlanMissingOwner(t *testing.T) {
 	requireEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sim, err := olmsim.New(env.Config, env.Scheme, olmsim.Options{CompleteJobs: true})
+	sim, err := olmsim.Start(ctx, env.Config, env.Scheme, olmsim.Options{CompleteJobs: true})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cat := scenario.F1Catalog()

@@ -8,7 +8,6 @@
 package v1alpha1
 
 import (
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
@@ -30,10 +29,3 @@ func init() {
 		&CatalogSource{}, &CatalogSourceList{},
 	)
 }
-
-// Resource returns the GroupResource of a plural resource name in this group version.
-func Resource(plural string) schema.GroupResource {
-	return GroupVersion.WithResource(plural).GroupResource()
-}
-
-var _ runtime.Object = &Subscription{}
