@@ -55,6 +55,10 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	setups, err := o.Selected(setups)
+	if err != nil {
+		return nil, err
+	}
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)

@@ -57,6 +57,8 @@ type Options struct {
 	DriftWindow time.Duration
 	// UnpackJobTTL is the ttlSecondsAfterFinished given to finished unpack Jobs (F4).
 	UnpackJobTTL time.Duration
+	// Controllers names the reconcilers to run; empty runs all of them.
+	Controllers []string
 }
 
 // DefaultOptions returns the flag defaults.
@@ -86,6 +88,41 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.OperandCleanup, "operand-cleanup", "when to delete an uninstalled operator's custom resources: opt-in (CSVs with spec.cleanup.enabled: true), always, never")
 	fs.DurationVar(&o.DriftWindow, "drift-window", o.DriftWindow, "how long a Subscription may disagree with its InstallPlan before the drift is reported")
 	fs.DurationVar(&o.UnpackJobTTL, "unpack-job-ttl", o.UnpackJobTTL, "time-to-live of finished bundle unpack Jobs")
+	fs.Func("controllers", "comma-separated reconcilers to run (default all): installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods", func(v string) error {
+		o.Controllers = nil
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				o.Controllers = append(o.Controllers, name)
+			}
+		}
+		if len(o.Controllers) == 0 {
+			return errors.New("lists no reconciler")
+		}
+		return nil
+	})
+}
+
+// Selected returns the setups Controllers names (all when it is empty), or an error naming an
+// unknown reconciler.
+func (o *Options) Selected(all []Setup) ([]Setup, error) {
+	if len(o.Controllers) == 0 {
+		return all, nil
+	}
+	byName := map[string]Setup{}
+	names := make([]string, 0, len(all))
+	for _, s := range all {
+		byName[s.Name] = s
+		names = append(names, s.Name)
+	}
+	var out []Setup
+	for _, n := range o.Controllers {
+		s, ok := byName[n]
+		if !ok {
+			return nil, fmt.Errorf("--controllers: unknown reconciler %q (known: %s)", n, strings.Join(names, ", "))
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // Validate reports the first invalid option.

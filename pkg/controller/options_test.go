@@ -64,6 +64,9 @@ func TestFlagParsing(t *testing.T) {
 		"bad metrics address":      {args: []string{"--metrics-bind-address=8080"}, wantErr: "--metrics-bind-address"},
 		"bad probe address":        {args: []string{"--health-probe-bind-address=:http-alt-nope"}, wantErr: "--health-probe-bind-address"},
 		"leader-elect=false works": {args: []string{"--leader-elect=false"}, check: func(o Options) bool { return !o.LeaderElect }},
+		"controllers listed": {args: []string{"--controllers= subscription-drift,csv-cleanup ,"},
+			check: func(o Options) bool { return strings.Join(o.Controllers, "|") == "subscription-drift|csv-cleanup" }},
+		"controllers empty": {args: []string{"--controllers=,"}, wantErr: "lists no reconciler"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
@@ -92,5 +95,22 @@ func TestValidateRejectsUnsetOperandCleanup(t *testing.T) {
 	o.OperandCleanup = ""
 	if err := o.Validate(); err == nil {
 		t.Error("an empty --operand-cleanup was accepted")
+	}
+}
+
+func TestSelected(t *testing.T) {
+	all := []Setup{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	o := DefaultOptions()
+	if got, err := o.Selected(all); err != nil || len(got) != 3 {
+		t.Fatalf("default: %v, %v; want all three", got, err)
+	}
+	o.Controllers = []string{"c", "a"}
+	got, err := o.Selected(all)
+	if err != nil || len(got) != 2 || got[0].Name != "c" || got[1].Name != "a" {
+		t.Fatalf("Selected(c,a) = %v, %v", got, err)
+	}
+	o.Controllers = []string{"a", "nope"}
+	if _, err := o.Selected(all); err == nil || !strings.Contains(err.Error(), `unknown reconciler "nope" (known: a, b, c)`) {
+		t.Fatalf("unknown name: error %v", err)
 	}
 }

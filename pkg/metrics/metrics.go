@@ -53,9 +53,26 @@ var (
 		Name: "olmguard_csv_cleanup_timeouts_total",
 		Help: "CSV cleanups that released their finalizer after --cleanup-timeout without finishing.",
 	})
+
+	// SubscriptionDrifts counts Subscriptions reported in drift from their InstallPlan, by the
+	// condition that disagreed.
+	SubscriptionDrifts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_subscription_drift_total",
+		Help: "Subscriptions whose InstallPlan conditions disagreed with their plan for longer than --drift-window, by condition.",
+	}, []string{"condition"})
+	// SubscriptionNudges counts resync annotations written to make OLM re-reconcile a Subscription.
+	SubscriptionNudges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "olmguard_subscription_nudges_total",
+		Help: "Resync annotations written to Subscriptions in drift so OLM re-reconciles them.",
+	})
+	// SubscriptionsDrifting is how many Subscriptions are in a reported drift right now.
+	SubscriptionsDrifting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "olmguard_subscriptions_drifting",
+		Help: "Subscriptions currently in a drift that outlived --drift-window.",
+	})
 )
 
 func init() {
 	metrics.Registry.MustRegister(Mutations, LookupErrors, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
-		UnpackJobRepairs, CleanupDeletions, CleanupTimeouts)
+		UnpackJobRepairs, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting)
 }

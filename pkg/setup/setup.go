@@ -16,6 +16,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
 	"github.com/olmguard/olmguard/pkg/controller/installplans"
+	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
 	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olmguard"
@@ -66,7 +67,7 @@ func (w Webhook) Handlers() map[string]webhook.HandlerFactory {
 
 // Reconcilers returns every reconciler of the controller.
 func Reconcilers() []controller.Setup {
-	return []controller.Setup{installplans.Setup(), catalogpods.Setup(), unpackjobs.Setup(), csvcleanup.Setup()}
+	return []controller.Setup{installplans.Setup(), subscriptiondrift.Setup(), csvcleanup.Setup(), unpackjobs.Setup(), catalogpods.Setup()}
 }
 
 // userList is a comma-separated list flag.

@@ -3,10 +3,14 @@ package olmsim
 import (
 	"context"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -31,7 +35,7 @@ func (s *Sim) SyncSubscriptionStatus(ctx context.Context, ns, name string) error
 		return err
 	}
 	missing := apierrors.IsNotFound(err)
-	return s.updateSubscriptionStatus(ctx, sub, func(st *v1alpha1.SubscriptionStatus) {
+	return s.updateSubscriptionStatusIfChanged(ctx, sub, func(st *v1alpha1.SubscriptionStatus) {
 		st.RemoveConditions(v1alpha1.SubscriptionInstallPlanPending, v1alpha1.SubscriptionInstallPlanFailed)
 		now := s.now()
 		if missing {
@@ -64,6 +68,71 @@ func (s *Sim) SyncSubscriptionStatus(ctx context.Context, ns, name string) error
 				Reason: reason, Message: msg, LastTransitionTime: &now})
 		}
 	})
+}
+
+// updateSubscriptionStatusIfChanged writes the mutated status only when it differs from the live
+// one other than in its times: OLM's syncer compares hashes that ignore lastTransitionTime
+// (comparison.NewHashEqualitor), so a sync that changes nothing writes nothing.
+func (s *Sim) updateSubscriptionStatusIfChanged(ctx context.Context, sub *v1alpha1.Subscription, mutate func(*v1alpha1.SubscriptionStatus)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh := &v1alpha1.Subscription{}
+		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(sub), fresh); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		before := fresh.Status.DeepCopy()
+		mutate(&fresh.Status)
+		if equalJSON(withoutTimes(*before), withoutTimes(fresh.Status)) {
+			return nil
+		}
+		fresh.Status.LastUpdated = s.now()
+		return s.Client.Status().Update(ctx, fresh)
+	})
+}
+
+func withoutTimes(st v1alpha1.SubscriptionStatus) v1alpha1.SubscriptionStatus {
+	st.LastUpdated = metav1.Time{}
+	st.Conditions = append([]v1alpha1.SubscriptionCondition(nil), st.Conditions...)
+	for i := range st.Conditions {
+		st.Conditions[i].LastTransitionTime, st.Conditions[i].LastHeartbeatTime = nil, nil
+	}
+	return st
+}
+
+// RunSubscriptionSyncer runs the subscription syncer the way the catalog-operator's informers
+// drive it, for one namespace, until ctx is done: every Subscription event syncs that Subscription
+// (an annotation change included), and every InstallPlan event syncs the plan's owners only
+// (NotifyOnInstallPlan). There is no periodic resync, so a Subscription that is not notified
+// stays stale, as in OLM between its long resyncs.
+func (s *Sim) RunSubscriptionSyncer(ctx context.Context, ns string) {
+	go s.watchLoop(ctx, &v1alpha1.SubscriptionList{}, ns, func(obj client.Object) {
+		_ = s.SyncSubscriptionStatus(ctx, ns, obj.GetName())
+	})
+	s.watchLoop(ctx, &v1alpha1.InstallPlanList{}, ns, func(obj client.Object) {
+		if ip, ok := obj.(*v1alpha1.InstallPlan); ok {
+			_ = s.NotifyOnInstallPlan(ctx, ip)
+		}
+	})
+}
+
+// watchLoop calls handle for every object event of list in ns, re-opening the watch when the
+// apiserver closes it, until ctx is done.
+func (s *Sim) watchLoop(ctx context.Context, list client.ObjectList, ns string, handle func(client.Object)) {
+	for ctx.Err() == nil {
+		w, err := s.watcher.Watch(ctx, list, client.InNamespace(ns))
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if obj, ok := ev.Object.(client.Object); ok && ev.Type != watch.Error && ev.Type != watch.Bookmark {
+				handle(obj)
+			}
+		}
+		w.Stop()
+	}
 }
 
 // NotifyOnInstallPlan is what the catalog-operator does on every InstallPlan event: it syncs the

@@ -1,0 +1,205 @@
+// Package subscriptiondrift reports Subscriptions whose InstallPlan conditions disagree with their
+// plan (F2, olm-facts.md §2) and nudges OLM to re-reconcile them. It never writes OLM's status: the
+// nudge is an annotation change, which is a Subscription event for OLM's subscription syncer.
+package subscriptiondrift
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/controller/installplans"
+	"github.com/olmguard/olmguard/pkg/drift"
+	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+)
+
+// Name of the reconciler, its Events' reporting controller and its field manager.
+const Name = "subscription-drift"
+
+// Event reasons.
+const (
+	ReasonDrift         = "SubscriptionDrift"
+	ReasonDriftResolved = "SubscriptionDriftResolved"
+)
+
+// Reconciler watches Subscriptions and the plans they reference.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Window   time.Duration
+	Now      func() time.Time
+
+	mu       sync.Mutex
+	episodes map[types.NamespacedName]Episode
+}
+
+// Setup registers the reconciler with the controller manager.
+func Setup() controller.Setup {
+	return controller.Setup{Name: Name, Add: func(mgr manager.Manager, o controller.Options) error {
+		r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Window: o.DriftWindow, Now: time.Now}
+		return r.SetupWithManager(mgr)
+	}}
+}
+
+// SetupWithManager watches Subscriptions, and InstallPlans mapped to the Subscriptions whose
+// installPlanRef names them: not to the plan's owners, since a missing owner is one cause of drift.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	c := mgr.GetClient()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&v1alpha1.Subscription{}).
+		Watches(&v1alpha1.InstallPlan{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			subs := &v1alpha1.SubscriptionList{}
+			if err := c.List(ctx, subs, client.InNamespace(o.GetNamespace())); err != nil {
+				return nil
+			}
+			var out []reconcile.Request
+			for _, s := range subs.Items {
+				if ref := s.Status.InstallPlanRef; ref != nil && ref.Name == o.GetName() {
+					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+				}
+			}
+			return out
+		})).
+		Complete(r)
+}
+
+// Reconcile compares one Subscription with its plan and acts on a drift that outlived the window.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	sub := &v1alpha1.Subscription{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sub); err != nil {
+		r.forget(req.NamespacedName)
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	var plan *v1alpha1.InstallPlan
+	if ref := sub.Status.InstallPlanRef; ref != nil && ref.Name != "" {
+		plan = &v1alpha1.InstallPlan{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, plan); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return reconcile.Result{}, err
+			}
+			plan = nil
+		}
+	}
+	diffs := drift.Compare(sub, plan)
+	if sub.DeletionTimestamp != nil || len(diffs) == 0 {
+		if prev := r.forget(req.NamespacedName); prev.Reported {
+			r.Recorder.Eventf(sub, nil, corev1.EventTypeNormal, ReasonDriftResolved, "Resolve",
+				"Subscription conditions agree with the InstallPlan again")
+		}
+		return reconcile.Result{}, nil
+	}
+
+	now := r.Now()
+	r.mu.Lock()
+	if r.episodes == nil {
+		r.episodes = map[types.NamespacedName]Episode{}
+	}
+	episode, action, after := Next(r.episodes[req.NamespacedName], drift.Summary(diffs), now, r.Window)
+	r.episodes[req.NamespacedName] = episode
+	r.updateGauge()
+	r.mu.Unlock()
+
+	switch action {
+	case Report:
+		for _, d := range diffs {
+			metrics.SubscriptionDrifts.WithLabelValues(d.Condition).Inc()
+		}
+		repaired, err := r.repairOwner(ctx, sub, plan)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		msg := fmt.Sprintf("conditions disagree with %s for %s: %s; asked OLM to re-reconcile (annotation %s)",
+			describe(sub, plan), now.Sub(episode.Since).Round(time.Second), drift.Summary(diffs), olmguard.ResyncAnnotation)
+		if repaired {
+			msg += "; the plan lacked this Subscription's ownerReference, so OLM never notified it (OLM issue #3199): added"
+		}
+		var related runtime.Object // a nil *InstallPlan in the interface would not be nil
+		if plan != nil {
+			related = plan
+		}
+		r.Recorder.Eventf(sub, related, corev1.EventTypeWarning, ReasonDrift, "Nudge", "%s", msg)
+		ctrl.LoggerFrom(ctx).Info("Subscription in drift", "differences", drift.Summary(diffs), "since", episode.Since, "ownerRepaired", repaired)
+		fallthrough
+	case Nudge:
+		if err := r.nudge(ctx, sub, now); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// repairOwner runs the F1 repair when the plan lacks this Subscription's ownerReference: OLM
+// notifies only a plan's owners, so such a Subscription goes stale (OLM issue #3199).
+func (r *Reconciler) repairOwner(ctx context.Context, sub *v1alpha1.Subscription, plan *v1alpha1.InstallPlan) (bool, error) {
+	if plan == nil {
+		return false, nil
+	}
+	for _, ref := range plan.OwnerReferences {
+		if ref.UID == sub.UID {
+			return false, nil
+		}
+	}
+	return installplans.Repair(ctx, r.Client, r.Recorder, plan)
+}
+
+// nudge bumps the resync annotation with a merge patch on metadata only: an event for OLM's
+// subscription syncer, which recomputes the conditions from the plan.
+func (r *Reconciler) nudge(ctx context.Context, sub *v1alpha1.Subscription, now time.Time) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		olmguard.ResyncAnnotation: now.UTC().Format(time.RFC3339Nano)}}})
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Patch(ctx, sub, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	metrics.SubscriptionNudges.Inc()
+	return nil
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) Episode {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := r.episodes[key]
+	delete(r.episodes, key)
+	r.updateGauge()
+	return prev
+}
+
+// updateGauge sets the drifting gauge from the reported episodes; r.mu is held.
+func (r *Reconciler) updateGauge() {
+	n := 0
+	for _, e := range r.episodes {
+		if e.Reported {
+			n++
+		}
+	}
+	metrics.SubscriptionsDrifting.Set(float64(n))
+}
+
+func describe(sub *v1alpha1.Subscription, plan *v1alpha1.InstallPlan) string {
+	if plan == nil {
+		return fmt.Sprintf("InstallPlan %s, which does not exist", sub.Status.InstallPlanRef.Name)
+	}
+	phase := string(plan.Status.Phase)
+	if phase == "" {
+		phase = "not yet reconciled"
+	}
+	return fmt.Sprintf("InstallPlan %s (phase %s)", plan.Name, phase)
+}
