@@ -1,5 +1,6 @@
 // Command kubectl-olmguard is olmguard's kubectl plugin:
 //
+//	kubectl olmguard doctor      audit the cluster for the OLM failures olmguard fixes (F1–F5)
 //	kubectl olmguard uninstall   remove olmguard's webhook configurations, then its finalizers
 package main
 
@@ -17,54 +18,124 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
+	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/uninstall"
 )
 
-const usage = `Usage: kubectl olmguard <command> [--kubeconfig FILE]
+const usage = `Usage: kubectl olmguard <command> [flags]
 
 Commands:
+  doctor      audit the cluster for the OLM failures olmguard fixes (F1–F5) and print each
+              problem with a fix; exit status 0 when healthy, 1 when problems are found,
+              2 when the audit could not run or was incomplete
   uninstall   remove olmguard's webhook configurations, then olmguard.io/cleanup from every CSV,
               so that removing olmguard leaves nothing stuck (OLM's own objects are not touched)
+
+Flags of every command:
+  --kubeconfig FILE   kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+
+Flags of doctor:
+  -n, --namespace NS  audit one namespace (default: all namespaces)
+  -o, --output FMT    table (default) or json
+  --stuck-after D     how long a CSV or catalog pod may be terminating before it is stuck (default 5m)
+  --recheck D         wait before confirming a Subscription out of step with its plan (default 3s)
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
+// run returns the exit status: 0 success, 1 problems found (doctor) or a failed uninstall, 2 usage
+// errors and audits that could not run.
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("kubectl-olmguard", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	config.RegisterFlags(fs)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	cmd := args[0]
+	fs := flag.NewFlagSet("kubectl-olmguard "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	config.RegisterFlags(fs)
+	do := doctor.DefaultOptions()
+	output := "table"
+	switch cmd {
+	case "uninstall":
+	case "doctor":
+		for _, name := range []string{"n", "namespace"} {
+			fs.StringVar(&do.Namespace, name, "", "namespace to audit")
+		}
+		for _, name := range []string{"o", "output"} {
+			fs.StringVar(&output, name, output, "table or json")
+		}
+		fs.DurationVar(&do.StuckAfter, "stuck-after", do.StuckAfter, "terminating time after which an object is stuck")
+		fs.DurationVar(&do.Recheck, "recheck", do.Recheck, "delay before confirming a Subscription drift")
+	default:
+		fmt.Fprintf(stderr, "kubectl-olmguard: unknown command %q\n%s", cmd, usage)
+		return 2
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		fmt.Fprintf(stderr, "kubectl-olmguard %s: %v\n%s", cmd, err, usage)
 		return 2
 	}
-	if cmd != "uninstall" {
-		fmt.Fprintf(stderr, "kubectl-olmguard: unknown command %q\n%s", cmd, usage)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kubectl-olmguard %s: unexpected argument %q\n", cmd, fs.Arg(0))
 		return 2
 	}
-	cfg, err := config.GetConfig()
-	if err != nil {
-		fmt.Fprintf(stderr, "kubectl-olmguard: loading kubeconfig: %v\n", err)
-		return 1
+	if output != "table" && output != "json" {
+		fmt.Fprintf(stderr, "kubectl-olmguard doctor: --output %q: must be table or json\n", output)
+		return 2
 	}
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = v1alpha1.AddToScheme(s)
-	c, err := client.New(cfg, client.Options{Scheme: s})
+	if do.StuckAfter < 0 || do.Recheck < 0 {
+		fmt.Fprintf(stderr, "kubectl-olmguard doctor: --stuck-after and --recheck must not be negative\n")
+		return 2
+	}
+	c, err := newClient()
 	if err != nil {
 		fmt.Fprintf(stderr, "kubectl-olmguard: %v\n", err)
-		return 1
+		return 2
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := uninstall.Run(ctx, c, stdout); err != nil {
-		fmt.Fprintf(stderr, "kubectl-olmguard uninstall: %v\n", err)
+	if cmd == "uninstall" {
+		if err := uninstall.Run(ctx, c, stdout); err != nil {
+			fmt.Fprintf(stderr, "kubectl-olmguard uninstall: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	do.Progress = stderr
+	report, err := doctor.Audit(ctx, c, do)
+	if err != nil {
+		fmt.Fprintf(stderr, "kubectl-olmguard doctor: %v\n", err)
+		return 2
+	}
+	write := doctor.WriteTable
+	if output == "json" {
+		write = doctor.WriteJSON
+	}
+	if err := write(stdout, report); err != nil {
+		fmt.Fprintf(stderr, "kubectl-olmguard doctor: %v\n", err)
+		return 2
+	}
+	switch {
+	case len(report.Findings) > 0:
 		return 1
+	case len(report.Skipped) > 0:
+		return 2
 	}
 	return 0
+}
+
+func newClient() (client.Client, error) {
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: s})
 }

@@ -16,6 +16,12 @@ func TestUsageAndErrors(t *testing.T) {
 		{[]string{"--help"}, 0, "uninstall"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"uninstall", "--no-such-flag"}, 2, "no-such-flag"},
+		{[]string{"--help"}, 0, "doctor"},
+		{[]string{"doctor", "-o", "yaml"}, 2, `--output "yaml": must be table or json`},
+		{[]string{"doctor", "--stuck-after=-1s"}, 2, "must not be negative"},
+		{[]string{"doctor", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"doctor", "--recheck=soon"}, 2, "recheck"},
+		{[]string{"uninstall", "-n", "x"}, 2, "flag provided but not defined: -n"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer

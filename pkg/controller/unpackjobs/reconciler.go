@@ -46,7 +46,7 @@ func Setup() controller.Setup {
 		Add: func(mgr manager.Manager, o controller.Options) error {
 			r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), TTL: o.UnpackJobTTL, Now: time.Now}
 			return ctrl.NewControllerManagedBy(mgr).Named(Name).
-				For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return configMapOwner(o) != "" }))).
+				For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return ConfigMapOwner(o) != "" }))).
 				Complete(r)
 		},
 	}
@@ -61,8 +61,8 @@ func trimJob(obj any) (any, error) {
 	return obj, nil
 }
 
-// configMapOwner is the name of the ConfigMap owning the Job, "" if none.
-func configMapOwner(o client.Object) string {
+// ConfigMapOwner is the name of the ConfigMap owning the Job, "" if none.
+func ConfigMapOwner(o client.Object) string {
 	for _, r := range o.GetOwnerReferences() {
 		if r.Kind == "ConfigMap" && r.APIVersion == "v1" {
 			return r.Name
@@ -71,9 +71,9 @@ func configMapOwner(o client.Object) string {
 	return ""
 }
 
-// isUnpackConfigMap reports whether a ConfigMap is one of OLM's bundle unpack ConfigMaps: managed
+// IsUnpackConfigMap reports whether a ConfigMap is one of OLM's bundle unpack ConfigMaps: managed
 // by OLM and owned by a CatalogSource.
-func isUnpackConfigMap(cm *corev1.ConfigMap) bool {
+func IsUnpackConfigMap(cm *corev1.ConfigMap) bool {
 	if cm.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
 		return false
 	}
@@ -91,12 +91,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil || job.DeletionTimestamp != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	cmName := configMapOwner(job)
+	cmName := ConfigMapOwner(job)
 	cm := &corev1.ConfigMap{}
 	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: cmName}, cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !isUnpackConfigMap(cm) {
+	if !IsUnpackConfigMap(cm) {
 		return reconcile.Result{}, nil // not OLM's: nothing of ours
 	}
 	d := Decide(job, r.Now(), r.TTL)

@@ -1,0 +1,226 @@
+// Package doctor audits a live cluster for the five OLM failures olmguard fixes (F1–F5) and says,
+// for each finding, how to fix it. The checks are pure functions of listed objects; Audit lists
+// them. `kubectl olmguard doctor` prints the result.
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
+	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
+	"github.com/olmguard/olmguard/pkg/drift"
+	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+)
+
+// Class is the failure class of a finding (DESIGN.md).
+type Class string
+
+const (
+	F1 Class = "F1" // InstallPlan missing Subscription ownerReferences
+	F2 Class = "F2" // Subscription conditions out of step with the plan
+	F3 Class = "F3" // CSV without the cleanup finalizer, or stuck terminating
+	F4 Class = "F4" // unpack Job OLM cannot see
+	F5 Class = "F5" // catalog pod on a NotReady node or stuck terminating
+)
+
+// Finding is one problem on one object.
+type Finding struct {
+	Class     Class  `json:"class"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Check names the check that found it, stable for scripts (e.g. PlanMissingOwner).
+	Check   string `json:"check"`
+	Problem string `json:"problem"`
+	Fix     string `json:"fix"`
+}
+
+// Sort orders findings by class, namespace, kind and name.
+func Sort(fs []Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		return strings.Join([]string{string(a.Class), a.Namespace, a.Kind, a.Name, a.Check}, "\x00") <
+			strings.Join([]string{string(b.Class), b.Namespace, b.Kind, b.Name, b.Check}, "\x00")
+	})
+}
+
+// CheckInstallPlans finds plans that lack the ownerReference of a Subscription using them (F1,
+// OLM issue #3199). Plans whose status OLM has not written yet are skipped: OLM is still making them.
+func CheckInstallPlans(plans []v1alpha1.InstallPlan, subs []v1alpha1.Subscription) []Finding {
+	byNS := map[string][]v1alpha1.Subscription{}
+	for _, s := range subs {
+		byNS[s.Namespace] = append(byNS[s.Namespace], s)
+	}
+	var out []Finding
+	for i := range plans {
+		ip := &plans[i]
+		if ip.DeletionTimestamp != nil || !ip.Status.Populated() {
+			continue
+		}
+		owners := mutate.InstallPlanOwners(mutate.Update, ip.Name, ip.UID, ip.OwnerReferences, mutate.FromSubscriptions(byNS[ip.Namespace]))
+		missing := missingOwners(ip, owners)
+		if len(missing) == 0 {
+			continue
+		}
+		out = append(out, Finding{Class: F1, Kind: olm.InstallPlanKind, Namespace: ip.Namespace, Name: ip.Name, Check: "PlanMissingOwner",
+			Problem: fmt.Sprintf("Subscription %s uses this plan but does not own it: OLM never tells it about the plan's progress, "+
+				"and the garbage collector can delete the plan while it is in use (OLM issue #3199)", strings.Join(missing, ", ")),
+			Fix: "olmguard's controller adds the ownerReference (check it runs: kubectl -n olmguard-system get deploy); " +
+				"olmguard's webhook prevents new cases"})
+	}
+	return out
+}
+
+func missingOwners(ip *v1alpha1.InstallPlan, owners []mutate.Subscription) []string {
+	var missing []string
+	for _, o := range owners {
+		if !slices.ContainsFunc(ip.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == o.UID }) {
+			missing = append(missing, o.Name)
+		}
+	}
+	return missing
+}
+
+// CheckSubscriptions finds Subscriptions whose InstallPlan conditions disagree with their plan
+// (F2, olm-facts.md §2.2). A snapshot cannot tell a lagging OLM from a stuck one; Audit checks
+// twice for that reason.
+func CheckSubscriptions(subs []v1alpha1.Subscription, plans []v1alpha1.InstallPlan) []Finding {
+	byKey := map[string]*v1alpha1.InstallPlan{}
+	for i := range plans {
+		byKey[plans[i].Namespace+"/"+plans[i].Name] = &plans[i]
+	}
+	var out []Finding
+	for i := range subs {
+		s := &subs[i]
+		if s.DeletionTimestamp != nil || s.Status.InstallPlanRef == nil {
+			continue
+		}
+		plan := byKey[s.Namespace+"/"+s.Status.InstallPlanRef.Name]
+		diffs := drift.Compare(s, plan)
+		if len(diffs) == 0 {
+			continue
+		}
+		what := "InstallPlan " + s.Status.InstallPlanRef.Name + " does not exist"
+		if plan != nil {
+			what = fmt.Sprintf("InstallPlan %s is %s", plan.Name, phaseName(plan.Status.Phase))
+			if !slices.ContainsFunc(plan.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == s.UID }) {
+				what += " and does not list this Subscription as owner, so OLM does not notify it (F1)"
+			}
+		}
+		out = append(out, Finding{Class: F2, Kind: olm.SubscriptionKind, Namespace: s.Namespace, Name: s.Name, Check: "SubscriptionDrift",
+			Problem: fmt.Sprintf("conditions out of step: %s (%s)", drift.Summary(diffs), what),
+			Fix: fmt.Sprintf("olmguard's controller nudges OLM after --drift-window; by hand: kubectl -n %s annotate subscription %s %s=now --overwrite",
+				s.Namespace, s.Name, olmguard.ResyncAnnotation)})
+	}
+	return out
+}
+
+func phaseName(p v1alpha1.InstallPlanPhase) string {
+	if p == "" {
+		return "not yet reconciled"
+	}
+	return string(p)
+}
+
+// CSV is what the F3 checks read of a CSV: its metadata (CSVs are listed metadata-only).
+type CSV = metav1.PartialObjectMetadata
+
+// CheckCSVs finds CSVs that a deletion would leave leftovers for (no cleanup finalizer), and CSVs
+// stuck terminating for longer than stuckAfter (F3).
+func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
+	var out []Finding
+	for i := range csvs {
+		c := &csvs[i]
+		f := Finding{Class: F3, Kind: olm.ClusterServiceVersionKind, Namespace: c.Namespace, Name: c.Name}
+		if c.DeletionTimestamp != nil {
+			if age := now.Sub(c.DeletionTimestamp.Time); age >= stuckAfter && len(c.Finalizers) > 0 {
+				f.Check = "CSVStuckTerminating"
+				f.Problem = fmt.Sprintf("being deleted for %s, held by finalizers %s", age.Round(time.Second), strings.Join(c.Finalizers, ", "))
+				f.Fix = "OLM's olm-operator releases operators.coreos.com/csv-cleanup"
+				if slices.Contains(c.Finalizers, olmguard.CleanupFinalizer) {
+					f.Fix = "olmguard's controller runs the cleanup and releases olmguard.io/cleanup (check it runs: kubectl -n olmguard-system get deploy, " +
+						"and its Events on this CSV); to give up the cleanup: kubectl olmguard uninstall"
+				}
+				out = append(out, f)
+			}
+			continue
+		}
+		view := mutate.CSVView{Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations, Finalizers: c.Finalizers}
+		if mutate.WantsCleanupFinalizer(view) && !slices.Contains(c.Finalizers, olmguard.CleanupFinalizer) {
+			f.Check = "CSVWithoutCleanupFinalizer"
+			f.Problem = "no olmguard.io/cleanup finalizer: deleting it while OLM's olm-operator is down leaves its ClusterRoles, bindings and webhooks behind"
+			f.Fix = "olmguard's controller adds it (check it runs); to opt this CSV out: kubectl -n " + c.Namespace +
+				" annotate csv " + c.Name + " " + olmguard.CleanupAnnotation + "=" + olmguard.CleanupDisabled
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// CheckUnpackJobs finds bundle unpack Jobs OLM v0.26+ cannot see (F4, OLM issue #3210).
+// unpackConfigMap reports whether the Job's owning ConfigMap is one of OLM's unpack ConfigMaps.
+func CheckUnpackJobs(jobs []batchv1.Job, unpackConfigMap func(namespace, name string) bool) []Finding {
+	var out []Finding
+	for i := range jobs {
+		j := &jobs[i]
+		cm := unpackjobs.ConfigMapOwner(j)
+		if j.DeletionTimestamp != nil || cm == "" || unpackjobs.Visible(j) || !unpackConfigMap(j.Namespace, cm) {
+			continue
+		}
+		f := Finding{Class: F4, Kind: "Job", Namespace: j.Namespace, Name: j.Name, Check: "UnpackJobInvisible",
+			Problem: fmt.Sprintf("unpack Job of bundle %s without the labels OLM v0.26+ finds it by (%s, %s=true)", cm, olm.BundleUnpackRefLabel, olm.ManagedLabel),
+			Fix:     "olmguard's controller labels it (running) or deletes it (finished); by hand: kubectl -n " + j.Namespace + " delete job " + j.Name}
+		if j.Name == cm {
+			f.Check = "UnpackJobNameConflict"
+			f.Problem = fmt.Sprintf("holds the name OLM creates the unpack Job of bundle %s under, but OLM cannot find it by label: "+
+				"installing this bundle again fails with jobs.batch %q already exists (OLM issue #3210)", cm, j.Name)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// CheckCatalogPods finds catalog pods on NotReady or missing nodes, and catalog pods stuck
+// terminating for longer than stuckAfter: the catalog serves nothing until they are gone (F5,
+// OLM issue #3208).
+func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stuckAfter time.Duration) []Finding {
+	byName := map[string]*corev1.Node{}
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	var out []Finding
+	for i := range pods {
+		p := &pods[i]
+		if _, ok := p.Labels[olm.CatalogSourceLabel]; !ok || p.Spec.NodeName == "" {
+			continue
+		}
+		f := Finding{Class: F5, Kind: "Pod", Namespace: p.Namespace, Name: p.Name,
+			Fix: "olmguard's controller force-deletes it after --catalog-pod-grace so OLM recreates it on a healthy node; by hand: kubectl -n " +
+				p.Namespace + " delete pod " + p.Name + " --force --grace-period=0"}
+		node := byName[p.Spec.NodeName]
+		switch {
+		case node == nil:
+			f.Check, f.Problem = "CatalogPodNodeGone", fmt.Sprintf("catalog %s runs on node %s, which no longer exists", p.Labels[olm.CatalogSourceLabel], p.Spec.NodeName)
+		case !catalogpods.NodeReady(node):
+			f.Check, f.Problem = "CatalogPodNodeNotReady", fmt.Sprintf("catalog %s runs on node %s, which is NotReady", p.Labels[olm.CatalogSourceLabel], p.Spec.NodeName)
+		case p.DeletionTimestamp != nil && now.Sub(p.DeletionTimestamp.Time) >= stuckAfter:
+			f.Check, f.Problem = "CatalogPodStuckTerminating", fmt.Sprintf("catalog %s pod terminating for %s past its grace period",
+				p.Labels[olm.CatalogSourceLabel], now.Sub(p.DeletionTimestamp.Time).Round(time.Second))
+		default:
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}

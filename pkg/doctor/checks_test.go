@@ -1,0 +1,205 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+)
+
+var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
+
+func checks(fs []Finding) string {
+	var s []string
+	for _, f := range fs {
+		s = append(s, string(f.Class)+":"+f.Check+":"+f.Namespace+"/"+f.Name)
+	}
+	return strings.Join(s, ",")
+}
+
+func subscription(name, uid, plan string, state v1alpha1.SubscriptionState, conds ...v1alpha1.SubscriptionCondition) v1alpha1.Subscription {
+	s := v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
+		Status: v1alpha1.SubscriptionStatus{State: state, Conditions: conds}}
+	if plan != "" {
+		s.Status.InstallPlanRef = &corev1.ObjectReference{Name: plan}
+	}
+	return s
+}
+
+func installPlan(name string, phase v1alpha1.InstallPlanPhase, owners ...string) v1alpha1.InstallPlan {
+	ip := v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name + "-uid")},
+		Status: v1alpha1.InstallPlanStatus{Phase: phase, Plan: []*v1alpha1.Step{{Resolving: "x"}}}}
+	for _, o := range owners {
+		ip.OwnerReferences = append(ip.OwnerReferences, mutate.SubscriptionOwnerRef(o, types.UID(o+"-uid")))
+	}
+	return ip
+}
+
+func TestCheckInstallPlans(t *testing.T) {
+	subs := []v1alpha1.Subscription{subscription("alpha", "alpha-uid", "install-2", ""), subscription("beta", "beta-uid", "install-2", "")}
+	unpopulated := installPlan("install-3", "")
+	unpopulated.Status.Plan = nil
+	plans := []v1alpha1.InstallPlan{
+		installPlan("install-1", v1alpha1.InstallPlanPhaseComplete, "alpha"), // referenced by nobody now: fine
+		installPlan("install-2", v1alpha1.InstallPlanPhaseComplete, "alpha"), // beta uses it, not an owner
+		unpopulated,
+	}
+	got := CheckInstallPlans(plans, subs)
+	if c := checks(got); c != "F1:PlanMissingOwner:ns/install-2" {
+		t.Fatalf("findings %s", c)
+	}
+	if !strings.Contains(got[0].Problem, "Subscription beta uses this plan") || strings.Contains(got[0].Problem, "alpha") {
+		t.Errorf("problem %q should name beta only", got[0].Problem)
+	}
+	plans[1] = installPlan("install-2", v1alpha1.InstallPlanPhaseComplete, "alpha", "beta")
+	if c := checks(CheckInstallPlans(plans, subs)); c != "" {
+		t.Errorf("owned plan reported: %s", c)
+	}
+}
+
+func TestCheckSubscriptions(t *testing.T) {
+	pending := func(r string) v1alpha1.SubscriptionCondition {
+		return v1alpha1.SubscriptionCondition{Type: v1alpha1.SubscriptionInstallPlanPending, Status: corev1.ConditionTrue, Reason: r}
+	}
+	plans := []v1alpha1.InstallPlan{installPlan("install-1", v1alpha1.InstallPlanPhaseComplete, "ok", "stale"),
+		installPlan("install-2", v1alpha1.InstallPlanPhaseComplete, "other")}
+	subs := []v1alpha1.Subscription{
+		subscription("new", "new-uid", "", ""),
+		subscription("ok", "ok-uid", "install-1", v1alpha1.SubscriptionStateAtLatest),
+		subscription("stale", "stale-uid", "install-1", v1alpha1.SubscriptionStateAtLatest, pending("Installing")),
+		subscription("orphan", "orphan-uid", "install-2", v1alpha1.SubscriptionStateAtLatest, pending("RequiresApproval")),
+		subscription("missing", "missing-uid", "install-9", v1alpha1.SubscriptionStateAtLatest),
+	}
+	got := CheckSubscriptions(subs, plans)
+	if c := checks(got); c != "F2:SubscriptionDrift:ns/stale,F2:SubscriptionDrift:ns/orphan,F2:SubscriptionDrift:ns/missing" {
+		t.Fatalf("findings %s", c)
+	}
+	if strings.Contains(got[0].Problem, "(F1)") || !strings.Contains(got[1].Problem, "does not list this Subscription as owner") {
+		t.Errorf("only orphan's plan lacks its owner: %q / %q", got[0].Problem, got[1].Problem)
+	}
+	if !strings.Contains(got[2].Problem, "install-9 does not exist") || !strings.Contains(got[0].Fix, olmguard.ResyncAnnotation) {
+		t.Errorf("problem %q, fix %q", got[2].Problem, got[0].Fix)
+	}
+}
+
+func TestCheckCSVs(t *testing.T) {
+	csv := func(name string, mod func(*CSV)) CSV {
+		c := CSV{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Finalizers: []string{olmguard.CleanupFinalizer}}}
+		if mod != nil {
+			mod(&c)
+		}
+		return c
+	}
+	csvs := []CSV{
+		csv("guarded", nil),
+		csv("bare", func(c *CSV) { c.Finalizers = nil }),
+		csv("copy", func(c *CSV) { c.Finalizers = nil; c.Labels = map[string]string{olm.CopiedFromLabel: "ops"} }),
+		csv("opted-out", func(c *CSV) {
+			c.Finalizers = nil
+			c.Annotations = map[string]string{olmguard.CleanupAnnotation: olmguard.CleanupDisabled}
+		}),
+		csv("stuck", func(c *CSV) { c.DeletionTimestamp = ago(10 * time.Minute) }),
+		csv("stuck-on-olm", func(c *CSV) {
+			c.DeletionTimestamp = ago(10 * time.Minute)
+			c.Finalizers = []string{"operators.coreos.com/csv-cleanup"}
+		}),
+		csv("deleting", func(c *CSV) { c.DeletionTimestamp = ago(time.Minute) }),
+	}
+	got := CheckCSVs(csvs, now, 5*time.Minute)
+	if c := checks(got); c != "F3:CSVWithoutCleanupFinalizer:ns/bare,F3:CSVStuckTerminating:ns/stuck,F3:CSVStuckTerminating:ns/stuck-on-olm" {
+		t.Fatalf("findings %s", c)
+	}
+	if !strings.Contains(got[1].Fix, "kubectl olmguard uninstall") || strings.Contains(got[2].Fix, "olmguard uninstall") {
+		t.Errorf("fixes: %q / %q", got[1].Fix, got[2].Fix)
+	}
+}
+
+func TestCheckUnpackJobs(t *testing.T) {
+	job := func(name, cm string, labels map[string]string) batchv1.Job {
+		return batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: name, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm}}}}
+	}
+	visible := map[string]string{olm.ManagedLabel: "true", olm.BundleUnpackRefLabel: "abc"}
+	jobs := []batchv1.Job{
+		job("ou-123", "abc", visible),
+		job("abc", "abc", nil), // legacy hash-named Job: #3210
+		job("ou-456", "abc", map[string]string{olm.BundleUnpackRefLabel: "abc"}), // not olm.managed
+		job("mine", "user-cm", nil), // owned by someone else's ConfigMap
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: "plain"}},
+	}
+	got := CheckUnpackJobs(jobs, func(ns, name string) bool { return ns == "olm" && name == "abc" })
+	if c := checks(got); c != "F4:UnpackJobNameConflict:olm/abc,F4:UnpackJobInvisible:olm/ou-456" {
+		t.Fatalf("findings %s", c)
+	}
+	if !strings.Contains(got[0].Problem, "already exists") {
+		t.Errorf("problem %q", got[0].Problem)
+	}
+}
+
+func TestCheckCatalogPods(t *testing.T) {
+	node := func(name string, ready corev1.ConditionStatus) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+	}
+	pod := func(name, nodeName string, catalog bool, deleted *metav1.Time) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: name, DeletionTimestamp: deleted}, Spec: corev1.PodSpec{NodeName: nodeName}}
+		if catalog {
+			p.Labels = map[string]string{olm.CatalogSourceLabel: "ops"}
+		}
+		return p
+	}
+	nodes := []corev1.Node{node("good", corev1.ConditionTrue), node("bad", corev1.ConditionUnknown)}
+	pods := []corev1.Pod{
+		pod("healthy", "good", true, nil),
+		pod("on-bad", "bad", true, nil),
+		pod("on-gone", "gone", true, nil),
+		pod("not-catalog", "bad", false, nil),
+		pod("unscheduled", "", true, nil),
+		pod("stuck", "good", true, ago(10*time.Minute)),
+		pod("terminating", "good", true, ago(10*time.Second)),
+	}
+	got := CheckCatalogPods(pods, nodes, now, 5*time.Minute)
+	if c := checks(got); c != "F5:CatalogPodNodeNotReady:olm/on-bad,F5:CatalogPodNodeGone:olm/on-gone,F5:CatalogPodStuckTerminating:olm/stuck" {
+		t.Fatalf("findings %s", c)
+	}
+}
+
+func TestSortAndTable(t *testing.T) {
+	fs := []Finding{{Class: F5, Kind: "Pod", Namespace: "b", Name: "p", Problem: "x", Fix: "y"},
+		{Class: F1, Kind: "InstallPlan", Namespace: "a", Name: "ip", Problem: "multi\nline", Fix: "z"}}
+	Sort(fs)
+	if fs[0].Class != F1 {
+		t.Fatalf("not sorted: %v", fs)
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, &Report{Findings: fs, Checked: map[string]int{"Pods": 2}}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"CLASS", "installplan/ip", "multi line", "2 problem(s) found (F1: 1, F5: 1); checked 2 Pods."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	_ = WriteTable(&b, &Report{Checked: map[string]int{"Pods": 2}})
+	if b.String() != "No problems found (checked 2 Pods).\n" {
+		t.Errorf("healthy table %q", b.String())
+	}
+	b.Reset()
+	_ = WriteJSON(&b, &Report{Checked: map[string]int{}})
+	if !strings.Contains(b.String(), `"findings": []`) {
+		t.Errorf("json of a healthy report must hold an empty list: %s", b.String())
+	}
+}
