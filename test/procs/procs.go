@@ -24,9 +24,9 @@ import (
 	"github.com/olmguard/olmguard/pkg/uninstall"
 )
 
-// Build compiles cmd/webhook and cmd/controller from the checkout at root into dir.
+// Build compiles cmd/webhook, cmd/controller and cmd/kubectl-olmguard from the checkout at root into dir.
 func Build(root, dir string) error {
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/webhook", "./cmd/controller")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/webhook", "./cmd/controller", "./cmd/kubectl-olmguard")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)

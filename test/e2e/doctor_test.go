@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
+	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
+	"github.com/olmguard/olmguard/pkg/doctor"
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/scenario"
+)
+
+// runDoctor runs the kubectl plugin's doctor against the cluster and returns its exit status,
+// stdout and stderr.
+func runDoctor(t *testing.T, ctx context.Context, c *cluster.Cluster, args ...string) (int, string, string) {
+	t.Helper()
+	bin := filepath.Join(olmguardBinaries(t), "kubectl-olmguard")
+	cmd := exec.CommandContext(ctx, bin, append([]string{"doctor", "--kubeconfig", c.Kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, stdout.String(), stderr.String()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), stdout.String(), stderr.String()
+	}
+	t.Fatalf("running doctor: %v", err)
+	return 0, "", ""
+}
+
+// olmNamespace starts a simulated OLM whose own namespace, catalog and installs all live in one
+// fresh namespace, with its catalog operator and subscription syncer running, so `doctor -n`
+// sees every object of one scenario.
+func olmNamespace(t *testing.T, ctx context.Context, c *cluster.Cluster, prefix string) (*olmsim.Sim, *olmsim.Catalog, string) {
+	t.Helper()
+	ns := clusterTestNamespace(ctx, t, c, prefix)
+	sim := newSim(t, c, ns, olmsim.V0_46)
+	cat := scenario.F1Catalog()
+	if err := sim.AddCatalog(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	go sim.RunCatalogOperator(runCtx, 2*time.Second)
+	go sim.RunSubscriptionSyncer(runCtx, ns)
+	if _, err := scenario.RunningCatalogPod(ctx, c.Client, cat, ""); err != nil {
+		t.Fatalf("catalog pod: %v", err)
+	}
+	return sim, cat, ns
+}
+
+// TestDoctor: on a namespace where olmguard ran through an install, doctor finds nothing and exits
+// 0; on one seeded with one instance of each failure while olmguard was away, it reports exactly
+// those, with a fix each, and exits 1.
+func TestDoctor(t *testing.T) {
+	c := cluster.Shared(t)
+	c.SkipUnlessKwok(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	t.Run("healthy", func(t *testing.T) {
+		webhook := startWebhook(t, c)
+		waitWebhookActive(t, ctx, c)
+		controller := startController(t, c)
+		defer func() { controller.Stop(); webhook.Stop(); removeWebhookConfigurations(t, c) }()
+		sim, cat, ns := olmNamespace(t, ctx, c, "doctor-healthy")
+		if _, err := sim.CreateOperatorGroup(ctx, ns, "og"); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := sim.CreateSubscription(ctx, ns, "alpha", cat, "alpha", v1alpha1.ApprovalAutomatic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sim.Install(ctx, ns, true); err != nil {
+			t.Fatal(err)
+		}
+		eventually(ctx, t, time.Minute, "Subscription settled", func(ctx context.Context) (bool, error) {
+			s := &v1alpha1.Subscription{}
+			err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), s)
+			return s.Status.State == v1alpha1.SubscriptionStateAtLatest && subState(s) == "none", err
+		})
+		code, out, errOut := runDoctor(t, ctx, c, "-n", ns, "--stuck-after=1s")
+		t.Logf("doctor:\n%s%s", out, errOut)
+		if code != 0 || !strings.HasPrefix(out, "No problems found") {
+			t.Errorf("doctor on a healthy namespace: exit %d, want 0 and no problems", code)
+		}
+	})
+
+	t.Run("seeded", func(t *testing.T) {
+		removeWebhookConfigurations(t, c) // olmguard is away while the failures happen
+		sim, cat, ns := olmNamespace(t, ctx, c, "doctor-seeded")
+		want := map[string]bool{}
+
+		// F1 and F2: #3199, then the plan completes and only its owner is told.
+		r, err := scenario.Replay3199(ctx, sim, cat, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(ctx, t, time.Minute, "beta shows the plan awaiting approval", func(ctx context.Context) (bool, error) {
+			s := &v1alpha1.Subscription{}
+			err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Auto), s)
+			return subState(s) == "InstallPlanPending/RequiresApproval", err
+		})
+		if err := sim.ApproveInstallPlan(ctx, ns, r.Plan.Name); err != nil {
+			t.Fatal(err)
+		}
+		if err := sim.ExecutePlan(ctx, ns, r.Plan.Name); err != nil {
+			t.Fatal(err)
+		}
+		want["F1:PlanMissingOwner:"+r.Plan.Name] = true
+		want["F2:SubscriptionDrift:"+r.Auto.Name] = true
+
+		// F3: both CSVs got olmguard's finalizer earlier (its controller's backfill); then alpha's
+		// CSV is deleted while the controller is down and stays terminating.
+		backfill := startController(t, c, "--controllers="+csvcleanup.Name)
+		csvs := []string{cat.Bundles[0].CSVName, cat.Bundles[1].CSVName}
+		eventually(ctx, t, time.Minute, "CSVs carry the cleanup finalizer", func(ctx context.Context) (bool, error) {
+			for _, name := range csvs {
+				csv := &v1alpha1.ClusterServiceVersion{}
+				if err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, csv); err != nil || !slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer) {
+					return false, client.IgnoreNotFound(err)
+				}
+			}
+			return true, nil
+		})
+		backfill.Stop()
+		alphaCSV := &v1alpha1.ClusterServiceVersion{}
+		alphaCSV.Namespace, alphaCSV.Name = ns, csvs[0]
+		if err := c.Client.Delete(ctx, alphaCSV); err != nil {
+			t.Fatal(err)
+		}
+		want["F3:CSVStuckTerminating:"+csvs[0]] = true
+
+		// F4: alpha's unpack Job loses the label OLM v0.26+ finds it by, as one left by an older OLM.
+		jobs := &batchv1.JobList{}
+		if err := c.Client.List(ctx, jobs, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		var legacy *batchv1.Job
+		for i := range jobs.Items {
+			if j := &jobs.Items[i]; unpackjobs.ConfigMapOwner(j) != "" && (legacy == nil || j.Name < legacy.Name) {
+				legacy = j
+			}
+		}
+		if legacy == nil {
+			t.Fatalf("no unpack Job in %s", ns)
+		}
+		unlabel := []byte(`{"metadata":{"labels":{"` + olm.BundleUnpackRefLabel + `":null}}}`)
+		if err := c.Client.Patch(ctx, legacy, client.RawPatch(types.MergePatchType, unlabel)); err != nil {
+			t.Fatal(err)
+		}
+		want["F4:UnpackJobNameConflict:"+legacy.Name] = true
+
+		// F5: the catalog pod's node stops its heartbeats.
+		pod, err := scenario.RunningCatalogPod(ctx, c.Client, cat, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = c.RestoreNode(context.Background(), pod.Spec.NodeName)
+			_ = c.WaitNodeReady(context.Background(), pod.Spec.NodeName, true)
+		})
+		if err := c.FailNode(ctx, pod.Spec.NodeName); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitNodeReady(ctx, pod.Spec.NodeName, false); err != nil {
+			t.Fatal(err)
+		}
+		want["F5:CatalogPodNodeNotReady:"+pod.Name] = true
+
+		code, out, errOut := runDoctor(t, ctx, c, "-n", ns, "--stuck-after=1s", "--recheck=2s", "-o", "json")
+		if code != 1 {
+			t.Errorf("doctor exit %d, want 1; stderr: %s", code, errOut)
+		}
+		var report doctor.Report
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
+			t.Fatalf("doctor -o json: %v\n%s", err, out)
+		}
+		got := map[string]bool{}
+		for _, f := range report.Findings {
+			got[string(f.Class)+":"+f.Check+":"+f.Name] = true
+			if f.Fix == "" || f.Problem == "" || f.Namespace != ns {
+				t.Errorf("finding without problem, fix or namespace: %+v", f)
+			}
+		}
+		for k := range want {
+			if !got[k] {
+				t.Errorf("doctor missed %s", k)
+			}
+		}
+		for k := range got {
+			if !want[k] {
+				t.Errorf("doctor reported %s, which was not seeded", k)
+			}
+		}
+
+		code, out, _ = runDoctor(t, ctx, c, "-n", ns, "--stuck-after=1s", "--recheck=2s")
+		t.Logf("doctor:\n%s", out)
+		if code != 1 || !strings.Contains(out, "5 problem(s) found (F1: 1, F2: 1, F3: 1, F4: 1, F5: 1)") || !strings.Contains(out, "FIX") {
+			t.Errorf("doctor table: exit %d, want 1 with the five problems and their fixes", code)
+		}
+	})
+}
