@@ -111,19 +111,8 @@ func TestDoctor(t *testing.T) {
 		want := map[string]bool{}
 
 		// F1 and F2: #3199, then the plan completes and only its owner is told.
-		r, err := scenario.Replay3199(ctx, sim, cat, ns)
+		r, err := scenario.ReplayStaleSubscription(ctx, sim, cat, ns)
 		if err != nil {
-			t.Fatal(err)
-		}
-		eventually(ctx, t, time.Minute, "beta shows the plan awaiting approval", func(ctx context.Context) (bool, error) {
-			s := &v1alpha1.Subscription{}
-			err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Auto), s)
-			return subState(s) == "InstallPlanPending/RequiresApproval", err
-		})
-		if err := sim.ApproveInstallPlan(ctx, ns, r.Plan.Name); err != nil {
-			t.Fatal(err)
-		}
-		if err := sim.ExecutePlan(ctx, ns, r.Plan.Name); err != nil {
 			t.Fatal(err)
 		}
 		want["F1:PlanMissingOwner:"+r.Plan.Name] = true

@@ -267,7 +267,7 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 	defer stopSyncer()
 	go sim.RunSubscriptionSyncer(syncCtx, ns)
 
-	r, err := scenario.Replay3199(ctx, sim, cat, ns)
+	r, err := scenario.ReplayStaleSubscription(ctx, sim, cat, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,14 +275,7 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 		t.Fatal("the replay did not reproduce #3199")
 	}
 	autoKey := "subscription/" + r.Auto.Name
-	obs.waitFor(ctx, t, autoKey, "InstallPlanPending/RequiresApproval")
-	if err := sim.ApproveInstallPlan(ctx, ns, r.Plan.Name); err != nil {
-		t.Fatal(err)
-	}
-	stale := time.Now() // from the plan's next phase on, beta is no longer told
-	if err := sim.ExecutePlan(ctx, ns, r.Plan.Name); err != nil {
-		t.Fatal(err)
-	}
+	stale := r.Stale
 	obs.waitFor(ctx, t, "installplan/"+r.Plan.Name, "phase=Complete")
 	obs.waitFor(ctx, t, "subscription/"+r.Manual.Name, "none") // the owner was told
 
