@@ -88,7 +88,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.OperandCleanup, "operand-cleanup", "when to delete an uninstalled operator's custom resources: opt-in (CSVs with spec.cleanup.enabled: true), always, never")
 	fs.DurationVar(&o.DriftWindow, "drift-window", o.DriftWindow, "how long a Subscription may disagree with its InstallPlan before the drift is reported")
 	fs.DurationVar(&o.UnpackJobTTL, "unpack-job-ttl", o.UnpackJobTTL, "time-to-live of finished bundle unpack Jobs")
-	fs.Func("controllers", "comma-separated reconcilers to run (default all): installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods", func(v string) error {
+	fs.Func("controllers", "comma-separated reconcilers to run, all when empty: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods", func(v string) error {
 		o.Controllers = nil
 		for _, name := range strings.Split(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
