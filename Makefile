@@ -16,9 +16,14 @@ build:
 binaries:
 	@hack/test-binaries.sh build >/dev/null
 
-## generate: regenerate deepcopy code and olmguard's own OLM CRDs from pkg/olm.
-generate:
+## generate: regenerate deepcopy code and olmguard's own OLM CRDs from pkg/olm, and the manifests.
+generate: manifests
 	$(GO) tool controller-gen object paths=./pkg/olm/... crd:crdVersions=v1 output:crd:dir=./pkg/olm/crds
+
+## manifests: regenerate manifests/base/webhook-configurations.yaml from registration.Build.
+.PHONY: manifests
+manifests:
+	$(GO) run ./hack/manifests generate
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -53,3 +58,27 @@ demo: binaries
 .PHONY: e2e-long
 e2e-long: binaries
 	$(TEST_ENV) OLMGUARD_LONG=1 $(GO) test -count=1 -timeout 30m -v -run 'Measure' ./test/e2e/
+
+## image: build olmguard's container image (needs Docker). IMG=<repo:tag> to name it.
+IMG ?= ghcr.io/olmguard/olmguard:dev
+OVERLAY ?= self-signed
+.PHONY: image deploy undeploy e2e-kind
+image:
+	docker build -t $(IMG) .
+
+## deploy: install olmguard into the cluster of the current kubeconfig (kubectl needed):
+## OVERLAY=self-signed (default) or cert-manager; IMG=<image>; COMPONENTS=servicemonitor.
+deploy:
+	$(GO) run ./hack/manifests render -overlay $(OVERLAY) -image $(IMG) -components "$(COMPONENTS)" | kubectl apply --server-side -f -
+	kubectl -n olmguard-system rollout status deploy/olmguard-webhook deploy/olmguard-controller --timeout=3m
+
+## undeploy: free every CSV from olmguard's finalizer first (kubectl olmguard uninstall), then
+## delete what deploy created.
+undeploy: build
+	bin/kubectl-olmguard uninstall
+	$(GO) run ./hack/manifests render -overlay $(OVERLAY) -image $(IMG) | kubectl delete --ignore-not-found -f -
+
+## e2e-kind: for machines with Docker: a kind cluster with real OLM and cert-manager, olmguard
+## deployed from a locally built image, then the end-to-end suite against it (hack/e2e-kind.sh).
+e2e-kind:
+	IMG=$(IMG) hack/e2e-kind.sh

@@ -1,0 +1,407 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/manifests"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/webhook/registration"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/scenario"
+)
+
+// certManagerCRDs reads cert-manager's CRDs from the cert-manager Go module olmguard already
+// depends on (its certs package uses cert-manager's PKI helpers), so the overlay's Issuer and
+// Certificate are validated by the real schemas.
+func certManagerCRDs(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cert-manager/cert-manager").Output()
+	if err != nil {
+		t.Fatalf("locating the cert-manager module: %v", err)
+	}
+	files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no cert-manager CRDs in the module (%v)", err)
+	}
+	var crds []*unstructured.Unstructured
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := manifests.Decode(b)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, o := range objs {
+			if o.GetKind() == "CustomResourceDefinition" {
+				crds = append(crds, o)
+			}
+		}
+	}
+	return crds
+}
+
+// serverSideApply applies obj with server-side apply and strict field validation, for real or as
+// a dry run (admission and validation run in full, nothing is stored).
+func serverSideApply(ctx context.Context, c client.Client, obj *unstructured.Unstructured, dryRun bool) error {
+	obj = obj.DeepCopy()
+	obj.SetManagedFields(nil)
+	opts := []client.PatchOption{client.FieldOwner("olmguard-e2e"), client.ForceOwnership}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	// Strict: the apiserver rejects unknown and duplicate fields instead of dropping them.
+	return c.Patch(ctx, obj, client.Apply, append(opts, client.FieldValidation("Strict"))...)
+}
+
+// isRBAC reports whether an object is part of olmguard's identities and permissions, which the
+// test applies for real (everything else is validated with a dry run: a Deployment of the real
+// image cannot run on kwok's fake nodes, and webhook configurations pointing at it would slow
+// every other test).
+func isRBAC(o *unstructured.Unstructured) bool {
+	switch o.GetKind() {
+	case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		return true
+	}
+	return false
+}
+
+// TestManifests applies the kustomize output of both overlays with server-side validation, runs
+// both binaries with exactly the manifests' RBAC through impersonation of their ServiceAccounts,
+// and checks that the webhook configurations select what DESIGN.md says.
+func TestManifests(t *testing.T) {
+	c := cluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	for _, crd := range certManagerCRDs(t) {
+		if err := serverSideApply(ctx, c.Client, crd, false); err != nil {
+			t.Fatalf("applying cert-manager CRD %s: %v", crd.GetName(), err)
+		}
+	}
+	eventually(ctx, t, time.Minute, "cert-manager CRDs established", func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			if !slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+			}) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	rendered := map[string][]*unstructured.Unstructured{}
+	for _, overlay := range manifests.Overlays {
+		objs, err := manifests.Objects(overlay, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rendered[overlay] = objs
+	}
+	// RBAC for real, from the self-signed overlay (a superset of the cert-manager one's).
+	for _, o := range rendered["self-signed"] {
+		if !isRBAC(o) {
+			continue
+		}
+		if err := serverSideApply(ctx, c.Client, o, false); err != nil {
+			t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		if o.GetKind() != "Namespace" && o.GetKind() != "ServiceAccount" {
+			o := o
+			t.Cleanup(func() { _ = c.Client.Delete(context.Background(), o) })
+		}
+	}
+	for _, overlay := range manifests.Overlays {
+		t.Run("server-side validation/"+overlay, func(t *testing.T) {
+			kinds := map[string]int{}
+			for _, o := range rendered[overlay] {
+				if err := serverSideApply(ctx, c.Client, o, true); err != nil {
+					t.Errorf("%s %s/%s rejected: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+				}
+				kinds[o.GetKind()]++
+			}
+			t.Logf("%d objects validated: %v", len(rendered[overlay]), kinds)
+		})
+	}
+	t.Run("servicemonitor component renders", func(t *testing.T) {
+		objs, err := manifests.Objects("self-signed", "", "servicemonitor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ServiceMonitor" }) {
+			t.Error("no ServiceMonitor in the overlay with the component")
+		}
+	})
+
+	t.Run("webhook configurations select what DESIGN.md says", func(t *testing.T) {
+		for _, overlay := range manifests.Overlays {
+			checkWebhookConfigurations(t, overlay, rendered[overlay])
+		}
+	})
+
+	t.Run("RBAC is enough for both binaries", func(t *testing.T) {
+		c.SkipUnlessKwok(t) // the binaries run out of cluster: the apiserver must reach 127.0.0.1
+		checkRBACIsEnough(t, ctx, c)
+	})
+}
+
+func checkWebhookConfigurations(t *testing.T, overlay string, objs []*unstructured.Unstructured) {
+	t.Helper()
+	wantM, wantV := registration.Build(registration.DefaultOptions())
+	var gotM admissionregistrationv1.MutatingWebhookConfiguration
+	var gotV admissionregistrationv1.ValidatingWebhookConfiguration
+	for _, o := range objs {
+		var into any
+		switch o.GetKind() {
+		case "MutatingWebhookConfiguration":
+			into = &gotM
+		case "ValidatingWebhookConfiguration":
+			into = &gotV
+		default:
+			continue
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The overlays add labels (part-of) and, for cert-manager, the CA injection annotation.
+	if overlay == "cert-manager" {
+		for _, a := range []map[string]string{gotM.Annotations, gotV.Annotations} {
+			if a["cert-manager.io/inject-ca-from"] != "olmguard-system/olmguard-webhook" {
+				t.Errorf("%s: webhook configuration annotations %v lack the CA injection", overlay, a)
+			}
+		}
+	}
+	if diff := cmp.Diff(wantM.Webhooks, gotM.Webhooks); diff != "" {
+		t.Errorf("%s: mutating webhooks differ from registration.Build (-want +got):\n%s", overlay, diff)
+	}
+	if diff := cmp.Diff(wantV.Webhooks, gotV.Webhooks); diff != "" {
+		t.Errorf("%s: validating webhooks differ from registration.Build (-want +got):\n%s", overlay, diff)
+	}
+	// DESIGN.md's rules, spelled out: what is sent, and that nothing else is.
+	type sel struct{ name, resources, ops string }
+	want := []sel{
+		{"installplans.mutate.olmguard.io", "operators.coreos.com/installplans", "CREATE,UPDATE"},
+		{"clusterserviceversions.mutate.olmguard.io", "operators.coreos.com/clusterserviceversions", "CREATE,UPDATE"},
+		{"jobs.mutate.olmguard.io", "batch/jobs", "CREATE"},
+		{"subscriptions.validate.olmguard.io", "operators.coreos.com/subscriptions", "CREATE,UPDATE"},
+		{"installplans.validate.olmguard.io", "operators.coreos.com/installplans", "UPDATE"},
+		{"clusterserviceversions.validate.olmguard.io", "operators.coreos.com/clusterserviceversions", "UPDATE"},
+	}
+	var got []sel
+	check := func(name string, rules []admissionregistrationv1.RuleWithOperations, fp *admissionregistrationv1.FailurePolicyType,
+		se *admissionregistrationv1.SideEffectClass, timeout *int32, ns *metav1.LabelSelector) {
+		var res, ops []string
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, rs := range r.Resources {
+					res = append(res, g+"/"+rs)
+				}
+			}
+			for _, op := range r.Operations {
+				ops = append(ops, string(op))
+			}
+		}
+		got = append(got, sel{name, strings.Join(res, ","), strings.Join(ops, ",")})
+		if fp == nil || *fp != admissionregistrationv1.Ignore {
+			t.Errorf("%s: failurePolicy %v, want Ignore", name, fp)
+		}
+		if se == nil || *se != admissionregistrationv1.SideEffectClassNone {
+			t.Errorf("%s: sideEffects %v, want None", name, se)
+		}
+		if timeout == nil || *timeout > 5 {
+			t.Errorf("%s: timeoutSeconds %v, want a few seconds", name, timeout)
+		}
+		excluded := ""
+		if ns != nil && len(ns.MatchExpressions) == 1 && ns.MatchExpressions[0].Key == "kubernetes.io/metadata.name" && ns.MatchExpressions[0].Operator == "NotIn" {
+			excluded = strings.Join(ns.MatchExpressions[0].Values, ",")
+		}
+		if excluded != "kube-system,"+olmguard.DefaultNamespace {
+			t.Errorf("%s: namespaceSelector %v, want kube-system and %s excluded", name, ns, olmguard.DefaultNamespace)
+		}
+	}
+	for _, w := range gotM.Webhooks {
+		check(w.Name, w.Rules, w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.NamespaceSelector)
+	}
+	for _, w := range gotV.Webhooks {
+		check(w.Name, w.Rules, w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.NamespaceSelector)
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(sel{})); diff != "" {
+		t.Errorf("%s: webhooks select (-want +got):\n%s", overlay, diff)
+	}
+}
+
+// saKubeconfig writes a kubeconfig that acts as olmguard's ServiceAccount through impersonation.
+func saKubeconfig(t *testing.T, c *cluster.Cluster, sa string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + olmguard.DefaultNamespace + ":" + sa
+	for _, a := range cfg.AuthInfos {
+		a.Impersonate = user
+		a.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + olmguard.DefaultNamespace, "system:authenticated"}
+	}
+	path := filepath.Join(t.TempDir(), sa+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var forbidden = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|patch|update|create|delete)`)
+
+// checkRBACIsEnough runs the webhook and the controller as their ServiceAccounts and replays every
+// failure through them; then neither log may show a permission error.
+func checkRBACIsEnough(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	eventually(ctx, t, time.Minute, "the aggregated controller ClusterRole filled in", func(ctx context.Context) (bool, error) {
+		cr := &rbacv1.ClusterRole{}
+		err := c.Client.Get(ctx, types.NamespacedName{Name: "olmguard-controller"}, cr)
+		return len(cr.Rules) > 0, err
+	})
+	bin := olmguardBinaries(t)
+	port, err := procs.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The configurations exist before the webhook starts, as the manifests create them; the URL
+	// stands in for the Service.
+	if err := registration.Apply(ctx, c.Client, registration.Options{Namespace: olmguard.DefaultNamespace,
+		URL: fmt.Sprintf("https://127.0.0.1:%d", port), TimeoutSeconds: registration.DefaultTimeoutSeconds}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeWebhookConfigurations(t, c) })
+	// A Secret left by another test's webhook would carry other SANs; the webhook re-issues it.
+	p, err := procs.Start(bin, "webhook", "--kubeconfig="+saKubeconfig(t, c, "olmguard-webhook"), "--self-signed",
+		"--extra-sans=127.0.0.1", fmt.Sprintf("--port=%d", port))
+	webhook := track(t, p, err)
+	waitWebhookActive(t, ctx, c)
+	p, err = procs.StartController(bin, saKubeconfig(t, c, "olmguard-controller"),
+		"--leader-elect", "--catalog-pod-grace=5s", "--drift-window=2s")
+	controller := track(t, p, err)
+
+	sim := newSim(t, c, "olm-rbac", olmsim.V0_46)
+	f1 := scenario.F1Catalog()
+	if err := sim.AddCatalog(ctx, f1); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("F1 through the webhook", func(t *testing.T) {
+		r, err := scenario.Replay3199(ctx, sim, f1, "rbac-f1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Owned() {
+			t.Errorf("plan %s misses an owner: the webhook could not list Subscriptions", r.Plan.Name)
+		}
+	})
+	t.Run("F2 drift nudged", func(t *testing.T) {
+		ns := "rbac-f2"
+		syncCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		go sim.RunSubscriptionSyncer(syncCtx, ns)
+		r, err := scenario.ReplayStaleSubscription(ctx, sim, f1, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(ctx, t, 30*time.Second, "Subscription in step", func(ctx context.Context) (bool, error) {
+			return scenario.InStep(ctx, c.Client, r.Auto)
+		})
+	})
+	t.Run("F3 cleanup", func(t *testing.T) {
+		ns := "rbac-f3"
+		// Installed, then upgraded: OLM labels the bundled ClusterRole only when it applies it again.
+		cat := scenario.GammaUpgradeCatalog(ns)
+		if err := sim.AddCatalog(ctx, cat); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := scenario.InstallGamma(ctx, sim, cat, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		csvName := cat.Bundles[len(cat.Bundles)-1].CSVName
+		eventually(ctx, t, 30*time.Second, "CSV has the cleanup finalizer", func(ctx context.Context) (bool, error) {
+			csv := &v1alpha1.ClusterServiceVersion{}
+			err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: csvName}, csv)
+			return slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer), err
+		})
+		if err := scenario.Uninstall(ctx, c.Client, sub); err != nil {
+			t.Fatal(err)
+		}
+		if err := sim.SyncCSVs(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		waitCSVGone(t, ctx, c, ns, csvName, time.Minute)
+		l, err := scenario.CountLeftovers(ctx, c.Client, cat, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Total() != 0 {
+			t.Errorf("leftovers after uninstall: %+v", l)
+		}
+	})
+	t.Run("F4 unpack Jobs", func(t *testing.T) {
+		if err := scenario.Replay3210(ctx, sim.WithVersion(olmsim.V0_28), "rbac-f4-a", "rbac-f4-b"); err != nil {
+			t.Errorf("second install stuck: %v", err)
+		}
+	})
+	t.Run("F5 catalog pod recovery", func(t *testing.T) {
+		c.SkipUnlessKwok(t)
+		cat := startCatalog(t, ctx, c, "rbac-f5")
+		o, err := scenario.FailCatalogNode(ctx, c, cat, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !o.Recovered {
+			t.Error("catalog pod not recovered: the controller could not delete it")
+		}
+	})
+	webhook.Stop()
+	controller.Stop()
+	for _, p := range []*procs.Process{webhook, controller} {
+		b, err := os.ReadFile(p.Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if forbidden.MatchString(line) {
+				t.Errorf("%s lacks a permission: %s", p.Name, line)
+			}
+		}
+	}
+	// The manifests' RBAC was all the binaries had: they ran as the ServiceAccounts.
+	for _, sa := range []string{"olmguard-webhook", "olmguard-controller"} {
+		user, err := procs.WhoAmI(saKubeconfig(t, c, sa))
+		if want := "system:serviceaccount:" + olmguard.DefaultNamespace + ":" + sa; err != nil || user != want {
+			t.Errorf("impersonation: %s acts as %q (%v), want %q", sa, user, err, want)
+		}
+	}
+}
