@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -56,24 +57,17 @@ func (CSVHandler) Handle(_ context.Context, req admission.Request) admission.Res
 	if req.Operation != "CREATE" && req.Operation != "UPDATE" {
 		return admission.Allowed("")
 	}
-	var body struct {
-		Metadata *review.Meta `json:"metadata"`
-		Status   struct {
-			Reason string `json:"reason"`
-		} `json:"status"`
-	}
-	if err := review.Decode(req.Object.Raw, &body); err != nil {
+	// Only metadata and status.reason are decoded; the rest (icons, descriptions: up to
+	// megabytes) is skipped without being parsed.
+	m, reason, err := csvMetaAndReason(req.Object.Raw)
+	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding ClusterServiceVersion: %w", err))
 	}
-	if body.Metadata == nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding ClusterServiceVersion: object has no metadata"))
-	}
-	m := body.Metadata
 	ns := m.Namespace
 	if ns == "" {
 		ns = req.Namespace
 	}
-	v := CSVView{Namespace: ns, Labels: m.Labels, Annotations: m.Annotations, Finalizers: m.Finalizers, Deleting: m.DeletionTimestamp != nil, Reason: body.Status.Reason}
+	v := CSVView{Namespace: ns, Labels: m.Labels, Annotations: m.Annotations, Finalizers: m.Finalizers, Deleting: m.DeletionTimestamp != nil, Reason: reason}
 	if !WantsCleanupFinalizer(v) {
 		return admission.Allowed("")
 	}
@@ -83,4 +77,33 @@ func (CSVHandler) Handle(_ context.Context, req admission.Request) admission.Res
 	}
 	metrics.Mutations.WithLabelValues(csvsWebhook).Inc()
 	return admission.Patched("added the olmguard.io/cleanup finalizer", ops...)
+}
+
+// csvMetaAndReason reads a CSV's metadata and status.reason, skipping everything else.
+func csvMetaAndReason(raw []byte) (*review.Meta, string, error) {
+	top, err := review.Fields(raw, "metadata", "status")
+	if err != nil {
+		return nil, "", err
+	}
+	metaRaw, ok := top["metadata"]
+	if !ok || string(metaRaw) == "null" {
+		return nil, "", errors.New("object has no metadata")
+	}
+	m := &review.Meta{}
+	if err := review.Decode(metaRaw, m); err != nil {
+		return nil, "", err
+	}
+	var reason string
+	if st, ok := top["status"]; ok && string(st) != "null" {
+		fields, err := review.Fields(st, "reason")
+		if err != nil {
+			return nil, "", fmt.Errorf("status: %w", err)
+		}
+		if r, ok := fields["reason"]; ok && string(r) != "null" {
+			if err := review.Decode(r, &reason); err != nil {
+				return nil, "", fmt.Errorf("status.reason: %w", err)
+			}
+		}
+	}
+	return m, reason, nil
 }
