@@ -98,7 +98,9 @@ func (baselineCSVHandler) Handle(_ context.Context, req admission.Request) admis
 
 // baselineMetaHandler is the common way for a handler that only touches metadata (Jobs,
 // InstallPlans): decode everything, change, diff.
-type baselineMetaHandler struct{ mutate func(*unstructured.Unstructured) }
+type baselineMetaHandler struct {
+	mutate func(*unstructured.Unstructured)
+}
 
 func (h baselineMetaHandler) Handle(_ context.Context, req admission.Request) admission.Response {
 	u := &unstructured.Unstructured{}
