@@ -17,6 +17,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/olmguard/olmguard/internal/kubeapi"
 )
 
 // Command describes one binary.
@@ -37,8 +39,19 @@ func (c Command) Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
 	c.Bind(fs)
 	config.RegisterFlags(fs) // --kubeconfig
+	qps := fs.Float64("kube-api-qps", kubeapi.DefaultQPS, "client-side limit of requests per second to the kube-apiserver")
+	burst := fs.Int("kube-api-burst", kubeapi.DefaultBurst, "client-side burst of requests to the kube-apiserver")
 	zapOpts.BindFlags(fs)
-	if code, done := parse(fs, args, stdout, stderr, c.About, c.Validate); done {
+	validate := func() error {
+		if *qps <= 0 || *burst < 1 {
+			return fmt.Errorf("--kube-api-qps %g and --kube-api-burst %d must be positive", *qps, *burst)
+		}
+		if c.Validate != nil {
+			return c.Validate()
+		}
+		return nil
+	}
+	if code, done := parse(fs, args, stdout, stderr, c.About, validate); done {
 		return code
 	}
 
@@ -50,6 +63,7 @@ func (c Command) Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: loading kubeconfig: %v\n", c.Name, err)
 		return 1
 	}
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	if err := c.Run(ctrl.SetupSignalHandler(), cfg); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.Name, err)
 		return 1

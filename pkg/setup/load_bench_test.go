@@ -51,7 +51,7 @@ func prepareLoad(ctx context.Context) error {
 				csv := &unstructured.Unstructured{Object: map[string]any{
 					"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
 					"metadata": map[string]any{"namespace": ns, "name": fmt.Sprintf("load.v%d", i)},
-					"spec":     map[string]any{"displayName": "load", "description": strings.Repeat("A long operator description. ", 64<<10/29)}}}
+					"spec":     map[string]any{"displayName": "load", "install": map[string]any{"strategy": "deployment"}, "description": strings.Repeat("A long operator description. ", 64<<10/29)}}}
 				loadErr = client.IgnoreAlreadyExists(env.Client.Create(ctx, csv))
 			}
 		}

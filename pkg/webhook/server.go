@@ -33,6 +33,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/olmguard/olmguard/certs"
+	"github.com/olmguard/olmguard/internal/kubeapi"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
@@ -79,7 +80,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 		}
 		s.tempDir = true
 	}
-	mgr, err := manager.New(cfg, manager.Options{
+	mgr, err := manager.New(kubeapi.WithLimits(cfg), manager.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		HealthProbeBindAddress: o.HealthProbeBindAddress,
