@@ -30,6 +30,7 @@ func TestBadFlagsExitWithOneLine(t *testing.T) {
 		{Args: []string{"--metrics-bind-address=:notaport"}, Want: "--metrics-bind-address"},
 		{Args: []string{"--leader-elect=maybe"}, Want: "--leader-elect"},
 		{Args: []string{"extra"}, Want: `unexpected argument "extra"`},
+		{Args: []string{"--kube-api-qps=0"}, Want: "--kube-api-qps 0 and --kube-api-burst 200 must be positive"},
 	})
 }
 

@@ -5,12 +5,14 @@ package procs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -167,4 +169,22 @@ func StartController(binDir, kubeconfig string, extra ...string) (*Process, erro
 // uninstall` does first: the cluster then behaves as stock OLM.
 func RemoveWebhookConfigurations(ctx context.Context, c client.Client) error {
 	return uninstall.RemoveWebhookConfigurations(ctx, c)
+}
+
+// PeakRSS returns the process's peak resident set size (VmHWM in /proc/<pid>/status, Linux).
+func (p *Process) PeakRSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err != nil {
+				return 0, fmt.Errorf("parsing VmHWM %q: %w", v, err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc status")
 }

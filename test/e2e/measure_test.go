@@ -1,0 +1,184 @@
+package e2e
+
+// Measurements for docs/performance.md, run by `make bench` (OLMGUARD_BENCH=1). They report
+// figures and check outcomes, never times: a slow machine must not fail them.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/olmsim"
+)
+
+func skipUnlessBench(t *testing.T) {
+	if os.Getenv("OLMGUARD_BENCH") != "1" {
+		t.Skip("measurement: set OLMGUARD_BENCH=1 (make bench)")
+	}
+}
+
+// fastClient is an admin client without client-side throttling, for filling the cluster.
+func fastClient(t *testing.T, c *cluster.Cluster) client.Client {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	cl, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// parallel runs f(i) for i in [0, n) on workers goroutines and returns the first error.
+func parallel(n, workers int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	next := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// TestMeasureOperandCleanup: the uninstall of an operator whose CSV opted in to cleanup, with
+// 1,000 operands in its target namespace; from the CSV's deletion to the finalizer released.
+func TestMeasureOperandCleanup(t *testing.T) {
+	skipUnlessBench(t)
+	c := cluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	startWebhook(t, c)
+	waitWebhookActive(t, ctx, c)
+	sim := newSim(t, c, "olm-measure", olmsim.V0_46)
+	b := widgetBundle("lambda", 1)
+	b.OwnedCRDs = []v1alpha1.CRDDescription{{Name: "doodads.measure.example.com", Version: "v1", Kind: "Doodad"}}
+	cat := &olmsim.Catalog{Name: "measure", Bundles: []olmsim.Bundle{b}}
+	if err := sim.AddCatalog(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.CreateOperatorGroup(ctx, "measure", "og", "measure-team"); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := sim.CreateSubscription(ctx, "measure", "lambda", cat, "lambda", v1alpha1.ApprovalAutomatic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.Install(ctx, "measure", false); err != nil {
+		t.Fatal(err)
+	}
+	const operands = 1000
+	fast := fastClient(t, c)
+	gvk := schema.GroupVersionKind{Group: "measure.example.com", Version: "v1", Kind: "Doodad"}
+	err = parallel(operands, 8, func(i int) error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		u.SetNamespace("measure-team")
+		u.SetName(fmt.Sprintf("d%d", i))
+		return fast.Create(ctx, u)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startController(t, c, strings.Fields(os.Getenv("OLMGUARD_MEASURE_CONTROLLER_ARGS"))...)
+	start := time.Now()
+	uninstall(t, ctx, c, sim, sub)
+	waitCSVGone(t, ctx, c, "measure", "lambda.v1", 5*time.Minute)
+	took := time.Since(start)
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind("DoodadList"))
+	if err := c.Client.List(ctx, list, client.InNamespace("measure-team")); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Fatalf("%d operands left", len(list.Items))
+	}
+	t.Logf("RESULT operand cleanup: %d operands deleted and the finalizer released %s after the CSV's deletion", operands, took.Round(10*time.Millisecond))
+}
+
+// TestMeasureControllerMemory: the controller's peak RSS on a cluster holding 2,000 CSVs of
+// 500 KB, 10,000 Jobs and 5,000 Pods, once its caches have synced and it has reconciled them.
+func TestMeasureControllerMemory(t *testing.T) {
+	skipUnlessBench(t)
+	c := cluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	fast := fastClient(t, c)
+	const csvs, jobs, pods = 2000, 10000, 5000
+	for _, ns := range []string{"mem-csvs", "mem-jobs", "mem-pods"} {
+		if err := c.CreateNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	desc := strings.Repeat("An operator description with details and examples. ", 500<<10/52)
+	start := time.Now()
+	err := parallel(csvs, 8, func(i int) error {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+			"metadata": map[string]any{"namespace": "mem-csvs", "name": fmt.Sprintf("op%d.v1.0.0", i),
+				"finalizers": []any{olmguard.CleanupFinalizer}},
+			"spec": map[string]any{"displayName": "op", "description": desc, "install": map[string]any{"strategy": "deployment"}}}}
+		return fast.Create(ctx, u)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d CSVs of %d KB created in %s", csvs, len(desc)>>10, time.Since(start).Round(time.Second))
+	start = time.Now()
+	err = parallel(jobs, 8, func(i int) error {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "mem-jobs", Name: fmt.Sprintf("job-%d", i)},
+			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}}}
+		return fast.Create(ctx, j)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d suspended Jobs created in %s", jobs, time.Since(start).Round(time.Second))
+	start = time.Now()
+	err = parallel(pods, 8, func(i int) error {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mem-pods", Name: fmt.Sprintf("pod-%d", i)},
+			Spec: corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+		return fast.Create(ctx, p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d Pods created in %s", pods, time.Since(start).Round(time.Second))
+
+	p := startController(t, c)
+	time.Sleep(30 * time.Second) // every CSV, Job and Pod reconciled once
+	rss, err := p.PeakRSS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("RESULT controller peak RSS: %d MiB with %d CSVs of %d KB, %d Jobs, %d Pods", rss>>20, csvs, len(desc)>>10, jobs, pods)
+}
