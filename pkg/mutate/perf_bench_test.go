@@ -151,10 +151,10 @@ func BenchmarkAdmissionCSV(b *testing.B) {
 		name string
 		h    admission.Handler
 	}{{"olmguard", CSVHandler{}}, {"baseline", baselineCSVHandler{}}} {
-		b.Run("create/"+h.name, func(b *testing.B) {
+		b.Run("op=create/impl="+h.name, func(b *testing.B) {
 			latencies(b, func() admission.Response { return h.h.Handle(context.Background(), create) }, patched(1))
 		})
-		b.Run("update/"+h.name, func(b *testing.B) {
+		b.Run("op=update/impl="+h.name, func(b *testing.B) {
 			latencies(b, func() admission.Response { return h.h.Handle(context.Background(), update) }, patched(0))
 		})
 	}
@@ -176,10 +176,10 @@ func BenchmarkAdmissionInstallPlan(b *testing.B) {
 		}
 		u.SetOwnerReferences(refs)
 	}}
-	b.Run("olmguard", func(b *testing.B) {
+	b.Run("impl=olmguard", func(b *testing.B) {
 		latencies(b, func() admission.Response { return ours.Handle(context.Background(), req) }, patched(9))
 	})
-	b.Run("baseline", func(b *testing.B) {
+	b.Run("impl=baseline", func(b *testing.B) {
 		latencies(b, func() admission.Response { return baseline.Handle(context.Background(), req) }, func(r admission.Response) error {
 			if len(r.Patches) == 0 {
 				return fmt.Errorf("baseline made no patch")
@@ -198,10 +198,10 @@ func BenchmarkAdmissionJob(b *testing.B) {
 		u.SetName(UnpackJobName(u.GetNamespace(), u.GetName()))
 		_ = unstructured.SetNestedField(u.Object, int64(600), "spec", "ttlSecondsAfterFinished")
 	}}
-	b.Run("olmguard", func(b *testing.B) {
+	b.Run("impl=olmguard", func(b *testing.B) {
 		latencies(b, func() admission.Response { return ours.Handle(context.Background(), req) }, patched(2)) // the name, and the TTL OLM left unset
 	})
-	b.Run("baseline", func(b *testing.B) {
+	b.Run("impl=baseline", func(b *testing.B) {
 		latencies(b, func() admission.Response { return baseline.Handle(context.Background(), req) }, func(r admission.Response) error {
 			if len(r.Patches) == 0 {
 				return fmt.Errorf("baseline made no patch")
