@@ -96,3 +96,12 @@ bench: binaries
 	$(TEST_ENV) $(GO) test -run '^$$' -bench Load -benchtime 2000x -count 1 -timeout 30m ./pkg/setup/ | tee bench/load.txt
 	$(GO) tool benchstat -col /webhook bench/load.txt | tee bench/load-benchstat.txt
 	$(TEST_ENV) OLMGUARD_BENCH=1 $(GO) test -count=1 -v -timeout 60m -run 'TestMeasure(OperandCleanup|ControllerMemory)' ./test/e2e/ | grep -E 'RESULT|^(--- |ok|FAIL)' | tee bench/measure.txt
+
+## fuzz: run every fuzz target for FUZZTIME each (default 2m); new crashers land in testdata/fuzz.
+FUZZTIME ?= 2m
+FUZZ_TARGETS := ./pkg/mutate:FuzzInstallPlanHandler ./pkg/mutate:FuzzJobHandler ./pkg/mutate:FuzzCSVHandler \
+	./pkg/validate:FuzzHandlers ./pkg/review:FuzzFields
+.PHONY: fuzz
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
