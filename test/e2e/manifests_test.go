@@ -306,7 +306,7 @@ func checkRBACIsEnough(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	webhook := track(t, p, err)
 	waitWebhookActive(t, ctx, c)
 	p, err = procs.StartController(bin, saKubeconfig(t, c, "olmguard-controller"),
-		"--leader-elect", "--catalog-pod-grace=5s", "--drift-window=2s")
+		"--leader-elect", "--catalog-pod-grace=5s", "--catalog-pod-deletions-per-minute=600", "--drift-window=2s")
 	controller := track(t, p, err)
 
 	sim := newSim(t, c, "olm-rbac", olmsim.V0_46)
