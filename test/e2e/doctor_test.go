@@ -48,8 +48,8 @@ func runDoctor(t *testing.T, ctx context.Context, c *cluster.Cluster, args ...st
 }
 
 // olmNamespace starts a simulated OLM whose own namespace, catalog and installs all live in one
-// fresh namespace, with its catalog operator and subscription syncer running, so `doctor -n`
-// sees every object of one scenario.
+// fresh namespace, with its catalog operator and event-driven subscription syncer running: one
+// scenario's objects in one place (what `doctor -n` and the F2 observer look at).
 func olmNamespace(t *testing.T, ctx context.Context, c *cluster.Cluster, prefix string) (*olmsim.Sim, *olmsim.Catalog, string) {
 	t.Helper()
 	ns := clusterTestNamespace(ctx, t, c, prefix)

@@ -19,7 +19,6 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
-	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
 )
 
@@ -148,16 +147,8 @@ func TestF2TransitionsWithoutFalseAlarm(t *testing.T) {
 	defer cancel()
 	const window = 2 * time.Second
 	startController(t, c, "--drift-window="+window.String())
-	ns := clusterTestNamespace(ctx, t, c, "f2-walk")
-	sim := newSim(t, c, ns, olmsim.V0_46)
-	cat := scenario.F1Catalog()
-	if err := sim.AddCatalog(ctx, cat); err != nil {
-		t.Fatal(err)
-	}
+	sim, cat, ns := olmNamespace(t, ctx, c, "f2-walk")
 	obs := observe(ctx, t, c, ns)
-	syncCtx, stopSyncer := context.WithCancel(ctx)
-	defer stopSyncer()
-	go sim.RunSubscriptionSyncer(syncCtx, ns)
 
 	if _, err := sim.CreateOperatorGroup(ctx, ns, "og"); err != nil {
 		t.Fatal(err)
@@ -256,16 +247,8 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 	defer cancel()
 	const window = 5 * time.Second
 	startController(t, c, "--controllers="+subscriptiondrift.Name, "--drift-window="+window.String())
-	ns := clusterTestNamespace(ctx, t, c, "f2-stale")
-	sim := newSim(t, c, ns, olmsim.V0_46)
-	cat := scenario.F1Catalog()
-	if err := sim.AddCatalog(ctx, cat); err != nil {
-		t.Fatal(err)
-	}
+	sim, cat, ns := olmNamespace(t, ctx, c, "f2-stale")
 	obs := observe(ctx, t, c, ns)
-	syncCtx, stopSyncer := context.WithCancel(ctx)
-	defer stopSyncer()
-	go sim.RunSubscriptionSyncer(syncCtx, ns)
 
 	r, err := scenario.ReplayStaleSubscription(ctx, sim, cat, ns)
 	if err != nil {

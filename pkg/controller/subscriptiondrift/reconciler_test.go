@@ -53,13 +53,10 @@ func poll(ctx context.Context, t *testing.T, what string, cond func(context.Cont
 	}
 }
 
-// #3199's consequence: the plan completes, only its owner is notified, and the interleaved
-// Subscription keeps InstallPlanPending. Past the window: a Warning, the owner repair and a nudge;
-// OLM's syncer then clears the condition and the drift is announced resolved.
-func TestStaleSubscriptionIsReportedRepairedAndNudged(t *testing.T) {
+// startSim starts the OLM simulator with the F1 catalog on the shared control plane.
+func startSim(ctx context.Context, t *testing.T) (*olmsim.Sim, *olmsim.Catalog) {
+	t.Helper()
 	env = testenv.Shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	sim, err := olmsim.Start(ctx, env.Config, env.Scheme, olmsim.Options{CompleteJobs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -68,25 +65,24 @@ func TestStaleSubscriptionIsReportedRepairedAndNudged(t *testing.T) {
 	if err := sim.AddCatalog(ctx, cat); err != nil {
 		t.Fatal(err)
 	}
+	return sim, cat
+}
+
+// #3199's consequence: the plan completes, only its owner is notified, and the interleaved
+// Subscription keeps InstallPlanPending. Past the window: a Warning, the owner repair and a nudge;
+// OLM's syncer then clears the condition and the drift is announced resolved.
+func TestStaleSubscriptionIsReportedRepairedAndNudged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sim, cat := startSim(ctx, t)
 	ns := "drift-stale"
 	go sim.RunSubscriptionSyncer(ctx, ns)
-	r, err := scenario.Replay3199(ctx, sim, cat, ns)
+	r, err := scenario.ReplayStaleSubscription(ctx, sim, cat, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
+	completed := r.Stale
 	auto := &v1alpha1.Subscription{}
-	poll(ctx, t, "beta shows its plan as RequiresApproval", func(ctx context.Context) (bool, error) {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(r.Auto), auto)
-		c := auto.Status.GetCondition(v1alpha1.SubscriptionInstallPlanPending)
-		return c != nil && c.Reason == "RequiresApproval", err
-	})
-	if err := sim.ApproveInstallPlan(ctx, ns, r.Plan.Name); err != nil {
-		t.Fatal(err)
-	}
-	completed := time.Now()
-	if err := sim.ExecutePlan(ctx, ns, r.Plan.Name); err != nil {
-		t.Fatal(err)
-	}
 	poll(ctx, t, "drift reported on beta", func(ctx context.Context) (bool, error) {
 		return len(events(ctx, t, ns, "beta", subscriptiondrift.ReasonDrift)) > 0, nil
 	})
@@ -125,17 +121,9 @@ func TestStaleSubscriptionIsReportedRepairedAndNudged(t *testing.T) {
 // A Subscription that stays in drift (OLM down: no syncer) is nudged again, with back-off, and
 // reported once.
 func TestPersistentDriftIsNudgedAgainAndReportedOnce(t *testing.T) {
-	env = testenv.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sim, err := olmsim.Start(ctx, env.Config, env.Scheme, olmsim.Options{CompleteJobs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := scenario.F1Catalog()
-	if err := sim.AddCatalog(ctx, cat); err != nil {
-		t.Fatal(err)
-	}
+	sim, cat := startSim(ctx, t)
 	ns := "drift-persistent"
 	if _, err := sim.CreateOperatorGroup(ctx, ns, "og"); err != nil {
 		t.Fatal(err)
