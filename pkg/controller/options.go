@@ -43,6 +43,8 @@ type Options struct {
 	LeaderElectionNamespace string
 	HealthProbeBindAddress  string
 	MetricsBindAddress      string
+	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized callers only.
+	MetricsSecure bool
 	// CatalogPodGrace is how long a catalog pod may sit on a NotReady or unreachable node before
 	// it is force-deleted (F5).
 	CatalogPodGrace time.Duration
@@ -67,6 +69,7 @@ func DefaultOptions() Options {
 		LeaderElectionNamespace:      olmguard.DefaultNamespace,
 		HealthProbeBindAddress:       ":8081",
 		MetricsBindAddress:           ":8080",
+		MetricsSecure:                true,
 		CatalogPodGrace:              30 * time.Second,
 		CatalogPodDeletionsPerMinute: 10,
 		CleanupTimeout:               10 * time.Minute,
@@ -82,6 +85,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, `address of /healthz and /readyz ("0" disables)`)
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of /metrics ("0" disables)`)
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers the kube-apiserver authenticates and allows get on /metrics")
 	fs.DurationVar(&o.CatalogPodGrace, "catalog-pod-grace", o.CatalogPodGrace, "how long a catalog pod may sit on a NotReady or unreachable node before it is force-deleted")
 	fs.IntVar(&o.CatalogPodDeletionsPerMinute, "catalog-pod-deletions-per-minute", o.CatalogPodDeletionsPerMinute, "maximum catalog pod force-deletions per minute")
 	fs.DurationVar(&o.CleanupTimeout, "cleanup-timeout", o.CleanupTimeout, "how long an uninstall cleanup may take before its finalizer is released with a Warning event")

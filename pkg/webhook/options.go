@@ -25,6 +25,8 @@ type Options struct {
 	HealthProbeBindAddress string
 	// MetricsBindAddress serves /metrics ("0" disables).
 	MetricsBindAddress string
+	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized callers only.
+	MetricsSecure bool
 	// Namespace and ServiceName locate olmguard's webhook Service and TLS Secret.
 	Namespace   string
 	ServiceName string
@@ -55,6 +57,7 @@ func DefaultOptions() Options {
 		Port:                   9443,
 		HealthProbeBindAddress: ":8081",
 		MetricsBindAddress:     ":8080",
+		MetricsSecure:          true,
 		Namespace:              olmguard.DefaultNamespace,
 		ServiceName:            olmguard.WebhookServiceName,
 		SelfSignedCADuration:   certs.DefaultCADuration,
@@ -67,6 +70,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Port, "port", o.Port, "HTTPS port of the admission paths")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, `address of /healthz and /readyz ("0" disables)`)
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of /metrics ("0" disables)`)
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers the kube-apiserver authenticates and allows get on /metrics")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of olmguard (webhook Service, TLS Secret); never sent to the webhook")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "name of the webhook Service, used for the certificate's DNS names")
 	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory with tls.crt, tls.key and optionally ca.crt, hot reloaded; with --self-signed, where the issued files go (empty: a temporary directory)")

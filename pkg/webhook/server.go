@@ -29,11 +29,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/olmguard/olmguard/certs"
 	"github.com/olmguard/olmguard/internal/kubeapi"
+	"github.com/olmguard/olmguard/pkg/metrics"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
@@ -82,7 +82,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	}
 	mgr, err := manager.New(kubeapi.WithLimits(cfg), manager.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Metrics:                metrics.ServerOptions(o.MetricsBindAddress, o.MetricsSecure),
 		HealthProbeBindAddress: o.HealthProbeBindAddress,
 		// Handlers read OLM objects through the cache; managed fields are never needed.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},

@@ -250,6 +250,7 @@ func TestSelfSignedServerAdmitsThroughAPIServer(t *testing.T) {
 	o.RegisterURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	o.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", healthPort)
 	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	o.MetricsSecure = false // scraped over HTTP here; authorization is tested with the controller
 	o.Handlers = rec.handlers()
 	s, err := webhook.New(env.Config, o)
 	if err != nil {
