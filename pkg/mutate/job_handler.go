@@ -29,21 +29,23 @@ func (h *JobHandler) Handle(_ context.Context, req admission.Request) admission.
 	if req.Operation != "CREATE" {
 		return admission.Allowed("")
 	}
-	meta, err := review.DecodeMeta(req.Object.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Job: %w", err))
-	}
+	// One pass over the body for both metadata and spec.ttlSecondsAfterFinished.
 	var body struct {
-		Spec *struct {
+		Metadata *review.Meta `json:"metadata"`
+		Spec     *struct {
 			TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished"`
 		} `json:"spec"`
 	}
 	if err := review.Decode(req.Object.Raw, &body); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Job: %w", err))
 	}
+	if body.Metadata == nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Job: object has no metadata"))
+	}
 	if body.Spec == nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Job: object has no spec"))
 	}
+	meta := body.Metadata
 	ns := meta.Namespace
 	if ns == "" {
 		ns = req.Namespace
