@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
+	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
@@ -196,16 +197,13 @@ func (a *auditor) settledDrift(ctx context.Context, found []Finding) ([]Finding,
 			}
 			return nil, err
 		}
+		plan, err := drift.ReferencedPlan(ctx, a.c, sub)
+		if err != nil {
+			return nil, err
+		}
 		var plans []v1alpha1.InstallPlan
-		if ref := sub.Status.InstallPlanRef; ref != nil {
-			ip := &v1alpha1.InstallPlan{}
-			err := a.c.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, ip)
-			switch {
-			case err == nil:
-				plans = append(plans, *ip)
-			case !apierrors.IsNotFound(err):
-				return nil, err
-			}
+		if plan != nil {
+			plans = append(plans, *plan)
 		}
 		again := CheckSubscriptions([]v1alpha1.Subscription{*sub}, plans)
 		if len(again) == 1 && again[0].Problem == f.Problem {

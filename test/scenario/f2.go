@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,15 +52,9 @@ func InStep(ctx context.Context, c client.Client, sub *v1alpha1.Subscription) (b
 	if err := c.Get(ctx, client.ObjectKeyFromObject(sub), s); err != nil {
 		return false, err
 	}
-	var plan *v1alpha1.InstallPlan
-	if ref := s.Status.InstallPlanRef; ref != nil {
-		plan = &v1alpha1.InstallPlan{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ref.Name}, plan); err != nil {
-			if client.IgnoreNotFound(err) != nil {
-				return false, err
-			}
-			plan = nil
-		}
+	plan, err := drift.ReferencedPlan(ctx, c, s)
+	if err != nil {
+		return false, err
 	}
 	return len(drift.Compare(s, plan)) == 0, nil
 }

@@ -86,15 +86,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.forget(req.NamespacedName)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	var plan *v1alpha1.InstallPlan
-	if ref := sub.Status.InstallPlanRef; ref != nil && ref.Name != "" {
-		plan = &v1alpha1.InstallPlan{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: ref.Name}, plan); err != nil {
-			if client.IgnoreNotFound(err) != nil {
-				return reconcile.Result{}, err
-			}
-			plan = nil
-		}
+	plan, err := drift.ReferencedPlan(ctx, r.Client, sub)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	diffs := drift.Compare(sub, plan)
 	if sub.DeletionTimestamp != nil || len(diffs) == 0 {
