@@ -147,17 +147,22 @@ func Replay3210(ctx context.Context, sim *olmsim.Sim, first, second string) erro
 	if _, err := sim.CreateSubscription(ctx, second, "delta", cat, "delta", v1alpha1.ApprovalAutomatic); err != nil {
 		return err
 	}
+	// OLM requeues while a bundle unpacks; any other outcome gets three syncs. A Job controller
+	// that just restarted (another test restarts kube-controller-manager) can take more than the
+	// three seconds three syncs used to allow for the unpack.
 	var err error
-	for range 3 {
+	deadline := time.Now().Add(30 * time.Second)
+	for tries := 0; tries < 3; {
 		var ip *v1alpha1.InstallPlan
 		ip, err = sim.SyncNamespace(ctx, second)
-		if errors.Is(err, olmsim.ErrUnpacking) {
+		if errors.Is(err, olmsim.ErrUnpacking) && time.Now().Before(deadline) {
 			time.Sleep(time.Second)
 			continue
 		}
 		if err == nil && ip != nil {
 			return nil
 		}
+		tries++
 	}
 	return err
 }
