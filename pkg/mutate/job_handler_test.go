@@ -3,7 +3,9 @@ package mutate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,8 +33,18 @@ func jobJSON(t testing.TB, j UnpackJob, ttl *int32) []byte {
 	return b
 }
 
+// catalogsIn is a CatalogSource lookup: the namespaces that hold one; err fails every lookup.
+type catalogsIn struct {
+	namespaces []string
+	err        error
+}
+
+func (c catalogsIn) HasCatalogSource(_ context.Context, ns string) (bool, error) {
+	return slices.Contains(c.namespaces, ns), c.err
+}
+
 func TestJobHandler(t *testing.T) {
-	h := &JobHandler{TTL: 10 * time.Minute}
+	h := &JobHandler{TTL: 10 * time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}}
 	j := unpackJob()
 	resp := h.Handle(context.Background(), jobRequest(admissionv1.Create, jobJSON(t, j, nil)))
 	if !resp.Allowed || len(resp.Patches) != 2 {
@@ -70,6 +82,33 @@ func TestJobHandler(t *testing.T) {
 	}
 }
 
+// A Job that looks like an unpack Job outside a namespace holding a CatalogSource is a tenant's:
+// olmguard leaves it as written. A failed lookup is an error (the server admits it unchanged).
+func TestJobHandlerOnlyInCatalogNamespaces(t *testing.T) {
+	raw := jobJSON(t, unpackJob(), nil)
+	for _, tc := range []struct {
+		name     string
+		catalogs CatalogNamespaces
+		wantCode int32 // 0: allowed
+		patched  bool
+	}{
+		{"catalog namespace", catalogsIn{namespaces: []string{"olm"}}, 0, true},
+		{"tenant namespace", catalogsIn{namespaces: []string{"openshift-marketplace"}}, 0, false},
+		{"lookup fails", catalogsIn{err: errors.New("forbidden")}, http.StatusInternalServerError, false},
+		{"no lookup configured", nil, http.StatusInternalServerError, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := (&JobHandler{TTL: time.Minute, Catalogs: tc.catalogs}).Handle(context.Background(), jobRequest(admissionv1.Create, raw))
+			if got := len(r.Patches) > 0; got != tc.patched {
+				t.Errorf("patched=%v, want %v (%v)", got, tc.patched, r.Patches)
+			}
+			if tc.wantCode == 0 && !r.Allowed || tc.wantCode != 0 && (r.Allowed || r.Result.Code != tc.wantCode || r.Result.Message == "") {
+				t.Errorf("response %+v, want code %d", r.Result, tc.wantCode)
+			}
+		})
+	}
+}
+
 // FuzzJobHandler: any body gets a well-formed answer, never a panic; the patched Job needs no
 // further patch.
 func FuzzJobHandler(f *testing.F) {
@@ -77,7 +116,7 @@ func FuzzJobHandler(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"name":"x","labels":{"olm.managed":"true","operatorframework.io/bundle-unpack-ref":"x"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"u"}]},"spec":{}}`))
 	f.Add([]byte(`{"metadata":{},"spec":null}`))
 	f.Fuzz(func(t *testing.T, obj []byte) {
-		h := &JobHandler{TTL: time.Minute}
+		h := &JobHandler{TTL: time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}}
 		r := h.Handle(context.Background(), jobRequest(admissionv1.Create, obj))
 		if !r.Allowed {
 			if r.Result == nil || r.Result.Code < 400 || r.Result.Message == "" {

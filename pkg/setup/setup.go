@@ -53,7 +53,9 @@ func (w Webhook) Handlers() map[string]webhook.HandlerFactory {
 		olmguard.MutateInstallPlansPath: func(mgr manager.Manager) (admission.Handler, error) {
 			return &mutate.InstallPlanHandler{Subscriptions: mutate.LiveSubscriptions{Reader: mgr.GetAPIReader()}}, nil
 		},
-		olmguard.MutateJobsPath:                     webhook.Static(&mutate.JobHandler{TTL: w.UnpackJobTTL}),
+		olmguard.MutateJobsPath: func(mgr manager.Manager) (admission.Handler, error) {
+			return &mutate.JobHandler{TTL: w.UnpackJobTTL, Catalogs: mutate.LiveCatalogNamespaces{Reader: mgr.GetAPIReader()}}, nil
+		},
 		olmguard.MutateClusterServiceVersionsPath:   webhook.Static(mutate.CSVHandler{}),
 		olmguard.ValidateClusterServiceVersionsPath: webhook.Static(&validate.CSVHandler{Policies: w.Policies, CleanupUsers: w.CleanupUsers}),
 		olmguard.ValidateSubscriptionsPath: func(mgr manager.Manager) (admission.Handler, error) {

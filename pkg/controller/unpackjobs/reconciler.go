@@ -22,6 +22,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
 // Name of the reconciler and of its Events' reporting controller.
@@ -67,15 +68,34 @@ func ConfigMapOwner(o client.Object) string {
 // IsUnpackConfigMap reports whether a ConfigMap is one of OLM's bundle unpack ConfigMaps: managed
 // by OLM and owned by a CatalogSource.
 func IsUnpackConfigMap(cm *corev1.ConfigMap) bool {
+	_, ok := unpackCatalogSource(cm)
+	return ok
+}
+
+// unpackCatalogSource returns the CatalogSource owner of an OLM-managed ConfigMap.
+func unpackCatalogSource(cm *corev1.ConfigMap) (metav1.OwnerReference, bool) {
 	if cm.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
-		return false
+		return metav1.OwnerReference{}, false
 	}
 	for _, r := range cm.OwnerReferences {
 		if r.Kind == olm.CatalogSourceKind {
-			return true
+			return r, true
 		}
 	}
-	return false
+	return metav1.OwnerReference{}, false
+}
+
+// catalogSourceExists reports whether the owner is a live CatalogSource in the namespace (same
+// UID). OLM puts unpack ConfigMaps and Jobs in the CatalogSource's namespace; a tenant's
+// look-alike elsewhere points at nothing and is left alone, even before the garbage collector
+// removes it.
+func (r *Reconciler) catalogSourceExists(ctx context.Context, namespace string, owner metav1.OwnerReference) (bool, error) {
+	cs := &metav1.PartialObjectMetadata{}
+	cs.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.CatalogSourceKind))
+	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: owner.Name}, cs); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return cs.UID == owner.UID, nil
 }
 
 // Reconcile handles one Job owned by a ConfigMap.
@@ -89,8 +109,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: cmName}, cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !IsUnpackConfigMap(cm) {
+	owner, ok := unpackCatalogSource(cm)
+	if !ok {
 		return reconcile.Result{}, nil // not OLM's: nothing of ours
+	}
+	if ok, err := r.catalogSourceExists(ctx, job.Namespace, owner); err != nil || !ok {
+		return reconcile.Result{}, err
 	}
 	d := Decide(job, r.Now(), r.TTL)
 	switch d.Action {

@@ -17,12 +17,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
+
+// catalog is the CatalogSource olm/cat that configMap(name, true) names as its owner.
+func catalog(uid types.UID) *v1alpha1.CatalogSource {
+	return &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: "cat", UID: uid}}
+}
 
 func reconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.Client) {
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
 	_ = batchv1.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
 	return &Reconciler{Client: c, Reader: c, Recorder: events.NewFakeRecorder(10), TTL: 10 * time.Minute, Now: func() time.Time { return now }}, c
 }
@@ -48,7 +55,7 @@ func ownedJob(cm string, labels map[string]string, finished bool) *batchv1.Job {
 
 func TestReconcileLabelsRunningInvisibleJob(t *testing.T) {
 	j := ownedJob("cm", map[string]string{"team": "x"}, false)
-	r, c := reconciler(t, configMap("cm", true), j)
+	r, c := reconciler(t, catalog("c"), configMap("cm", true), j)
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "olm", Name: "cm"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +73,7 @@ func TestReconcileLabelsRunningInvisibleJob(t *testing.T) {
 
 func TestReconcileDeletesFinishedInvisibleJobOnly(t *testing.T) {
 	ours, foreign := ownedJob("cm", nil, true), ownedJob("other", nil, true)
-	r, c := reconciler(t, configMap("cm", true), configMap("other", false), ours, foreign)
+	r, c := reconciler(t, catalog("c"), configMap("cm", true), configMap("other", false), ours, foreign)
 	for _, n := range []string{"cm", "other"} {
 		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "olm", Name: n}}); err != nil {
 			t.Fatal(err)
@@ -82,5 +89,31 @@ func TestReconcileDeletesFinishedInvisibleJobOnly(t *testing.T) {
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "olm", Name: n}, &corev1.ConfigMap{}); err != nil {
 			t.Errorf("ConfigMap %s must never be deleted: %v", n, err)
 		}
+	}
+}
+
+// A tenant's look-alike: an OLM-labelled ConfigMap naming a CatalogSource that is not there (or is
+// another object of that name) owns Jobs olmguard neither labels nor deletes.
+func TestReconcileIgnoresJobsWithoutLiveCatalogSource(t *testing.T) {
+	for name, objs := range map[string][]client.Object{
+		"no CatalogSource":        nil,
+		"CatalogSource recreated": {catalog("another-uid")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			running, finished := ownedJob("cm", nil, false), ownedJob("done", nil, true)
+			r, c := reconciler(t, append(objs, configMap("cm", true), configMap("done", true), running, finished)...)
+			for _, n := range []string{"cm", "done"} {
+				if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "olm", Name: n}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := &batchv1.Job{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(running), got); err != nil || len(got.Labels) != 0 {
+				t.Errorf("running look-alike Job: labels %v (err %v), want untouched", got.Labels, err)
+			}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(finished), got); err != nil {
+				t.Errorf("finished look-alike Job deleted: %v", err)
+			}
+		})
 	}
 }
