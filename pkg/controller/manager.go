@@ -77,6 +77,9 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        olmguard.ControllerLeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		LeaseDuration:           &o.LeaseDuration,
+		RenewDeadline:           &o.RenewDeadline,
+		RetryPeriod:             &o.RetryPeriod,
 		// The process exits right after the manager stops, so the next leader need not wait for
 		// the Lease to expire.
 		LeaderElectionReleaseOnCancel: true,

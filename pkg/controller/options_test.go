@@ -67,6 +67,16 @@ func TestFlagParsing(t *testing.T) {
 		"controllers listed": {args: []string{"--controllers= subscription-drift,csv-cleanup ,"},
 			check: func(o Options) bool { return strings.Join(o.Controllers, "|") == "subscription-drift|csv-cleanup" }},
 		"controllers empty": {args: []string{"--controllers=,"}, wantErr: "lists no reconciler"},
+		"leader election defaults ride out an apiserver restart": {args: nil, check: func(o Options) bool {
+			return o.LeaseDuration == time.Minute && o.RenewDeadline == 40*time.Second && o.RetryPeriod == 5*time.Second
+		}},
+		"leader election timings": {args: []string{"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"},
+			check: func(o Options) bool {
+				return o.LeaseDuration == 15*time.Second && o.RenewDeadline == 10*time.Second && o.RetryPeriod == 2*time.Second
+			}},
+		"renew deadline not below lease": {args: []string{"--leader-elect-renew-deadline=60s"}, wantErr: "leader election timings"},
+		"retry period too long":          {args: []string{"--leader-elect-retry-period=35s"}, wantErr: "leader election timings"},
+		"zero retry period":              {args: []string{"--leader-elect-retry-period=0s"}, wantErr: "leader election timings"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
