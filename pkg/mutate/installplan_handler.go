@@ -22,14 +22,28 @@ type SubscriptionLister interface {
 }
 
 // LiveSubscriptions lists Subscriptions from the apiserver on every call. The webhook must see a
-// Subscription created milliseconds before the plan (the #3199 window), which an informer cache
-// does not guarantee; plans are written a handful of times per install, so a live List is cheap.
-type LiveSubscriptions struct{ Reader client.Reader }
+// Subscription created milliseconds before the plan (the #3199 window), which its own informer
+// cache does not guarantee.
+//
+// By default the List is served from the apiserver's watch cache (resourceVersion "0"). In OLM
+// issue #3199 the Subscription missing from the plan was already in OLM's informer when OLM
+// resolved it, and that informer is fed by the same watch cache, so the cache holds it. A
+// consistent List (Consistent) adds no such guarantee here but costs up to 100 ms per plan on
+// Kubernetes 1.31+, where it waits for the watch cache's progress notification
+// (docs/performance.md). The controller repairs any plan either read misses.
+type LiveSubscriptions struct {
+	Reader     client.Reader
+	Consistent bool
+}
 
 // Subscriptions lists the namespace's Subscriptions live.
 func (l LiveSubscriptions) Subscriptions(ctx context.Context, namespace string) ([]Subscription, error) {
 	list := &v1alpha1.SubscriptionList{}
-	if err := l.Reader.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	opts := []client.ListOption{client.InNamespace(namespace)}
+	if !l.Consistent {
+		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+	}
+	if err := l.Reader.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}
 	return FromSubscriptions(list.Items), nil

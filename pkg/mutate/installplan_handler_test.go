@@ -10,6 +10,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -117,4 +118,34 @@ func FuzzInstallPlanHandler(f *testing.F) {
 			t.Fatalf("not idempotent: first patch %s, second %v", raw, again.Patches)
 		}
 	})
+}
+
+// listRecorder is a client.Reader that records the options of its Lists.
+type listRecorder struct {
+	client.Reader
+	opts *client.ListOptions
+}
+
+func (r *listRecorder) List(_ context.Context, _ client.ObjectList, opts ...client.ListOption) error {
+	r.opts = &client.ListOptions{}
+	r.opts.ApplyOptions(opts)
+	return nil
+}
+
+// By default the Subscriptions come from the apiserver's watch cache (resourceVersion "0"), which
+// skips the consistent read's wait; Consistent asks for a consistent read.
+func TestLiveSubscriptionsReadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		consistent bool
+		wantRV     string
+	}{{false, "0"}, {true, ""}} {
+		r := &listRecorder{}
+		if _, err := (LiveSubscriptions{Reader: r, Consistent: tc.consistent}).Subscriptions(context.Background(), "ns"); err != nil {
+			t.Fatal(err)
+		}
+		got := r.opts.AsListOptions()
+		if r.opts.Namespace != "ns" || got.ResourceVersion != tc.wantRV {
+			t.Errorf("consistent=%v: namespace %q resourceVersion %q, want ns and %q", tc.consistent, r.opts.Namespace, got.ResourceVersion, tc.wantRV)
+		}
+	}
 }
