@@ -130,6 +130,18 @@ func (p *Process) signal(sig syscall.Signal) {
 // the cluster at https://127.0.0.1:<free port>. The controller started by StartController uses the
 // same kubeconfig, so its user is the one allowed to release the cleanup finalizer.
 func StartWebhook(binDir, kubeconfig string, extra ...string) (*Process, error) {
+	return startWebhook(binDir, kubeconfig, "--self-signed", extra...)
+}
+
+// StartWebhookWithCertDir is StartWebhook serving the certificate in certDir (tls.crt, tls.key and
+// ca.crt, hot reloaded, as a mounted Secret provides them) instead of a self-signed one: the
+// configurations are registered with ca.crt and registered again when it changes.
+func StartWebhookWithCertDir(binDir, kubeconfig, certDir string, extra ...string) (*Process, error) {
+	return startWebhook(binDir, kubeconfig, "--cert-dir="+certDir, extra...)
+}
+
+// startWebhook runs the webhook with certArg choosing where its certificate comes from.
+func startWebhook(binDir, kubeconfig, certArg string, extra ...string) (*Process, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -138,7 +150,7 @@ func StartWebhook(binDir, kubeconfig string, extra ...string) (*Process, error) 
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"--kubeconfig=" + kubeconfig, "--self-signed", fmt.Sprintf("--port=%d", port),
+	args := append([]string{"--kubeconfig=" + kubeconfig, certArg, fmt.Sprintf("--port=%d", port),
 		fmt.Sprintf("--register-url=https://127.0.0.1:%d", port), "--cleanup-finalizer-users=" + user}, extra...)
 	return Start(binDir, "webhook", args...)
 }
