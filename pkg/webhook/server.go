@@ -126,7 +126,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 			s.cleanup()
 			return nil, fmt.Errorf("building the handler of %s: %w", path, err)
 		}
-		mgr.GetWebhookServer().Register(path, &crwebhook.Admission{Handler: failOpen{path: path, h: h}})
+		mgr.GetWebhookServer().Register(path, reviewGuard(&crwebhook.Admission{Handler: failOpen{path: path, h: h}}))
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		s.cleanup()
