@@ -16,11 +16,12 @@ import (
 
 // InjectCABundle sets caBundle on every webhook of the named configurations, and only those. A
 // configuration that does not exist yet is skipped: the manifests or the registration create it,
-// and the next sync injects.
-func InjectCABundle(ctx context.Context, c client.Client, caBundle []byte, mutating, validating []string) error {
+// and the next sync injects. It reports whether it changed a configuration.
+func InjectCABundle(ctx context.Context, c client.Client, caBundle []byte, mutating, validating []string) (bool, error) {
 	var errs []error
+	updated := false
 	for _, name := range mutating {
-		errs = append(errs, inject(ctx, c, "MutatingWebhookConfiguration", &admissionregistrationv1.MutatingWebhookConfiguration{}, name, func(o client.Object) bool {
+		errs = append(errs, inject(ctx, c, "MutatingWebhookConfiguration", &admissionregistrationv1.MutatingWebhookConfiguration{}, name, &updated, func(o client.Object) bool {
 			cfg := o.(*admissionregistrationv1.MutatingWebhookConfiguration)
 			changed := false
 			for i := range cfg.Webhooks {
@@ -30,7 +31,7 @@ func InjectCABundle(ctx context.Context, c client.Client, caBundle []byte, mutat
 		}))
 	}
 	for _, name := range validating {
-		errs = append(errs, inject(ctx, c, "ValidatingWebhookConfiguration", &admissionregistrationv1.ValidatingWebhookConfiguration{}, name, func(o client.Object) bool {
+		errs = append(errs, inject(ctx, c, "ValidatingWebhookConfiguration", &admissionregistrationv1.ValidatingWebhookConfiguration{}, name, &updated, func(o client.Object) bool {
 			cfg := o.(*admissionregistrationv1.ValidatingWebhookConfiguration)
 			changed := false
 			for i := range cfg.Webhooks {
@@ -39,10 +40,10 @@ func InjectCABundle(ctx context.Context, c client.Client, caBundle []byte, mutat
 			return changed
 		}))
 	}
-	return errors.Join(errs...)
+	return updated, errors.Join(errs...)
 }
 
-func inject(ctx context.Context, c client.Client, kind string, obj client.Object, name string, mutate func(client.Object) bool) error {
+func inject(ctx context.Context, c client.Client, kind string, obj client.Object, name string, updated *bool, mutate func(client.Object) bool) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
 			return err
@@ -50,7 +51,11 @@ func inject(ctx context.Context, c client.Client, kind string, obj client.Object
 		if !mutate(obj) {
 			return nil
 		}
-		return c.Update(ctx, obj, client.FieldOwner(olmguard.FieldManager))
+		if err := c.Update(ctx, obj, client.FieldOwner(olmguard.FieldManager)); err != nil {
+			return err
+		}
+		*updated = true
+		return nil
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("certs: injecting CA bundle into %s %s: %w", kind, name, err)

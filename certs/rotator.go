@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,6 +27,10 @@ const (
 	CAKeyKey  = "ca.key"
 )
 
+// DefaultTrustDelay is Options.TrustDelay's default; apiservers see a configuration change within
+// milliseconds, so this leaves a wide margin at the cost of one pause per CA rollover.
+const DefaultTrustDelay = 2 * time.Second
+
 // DefaultRecheckInterval is how often the Secret is re-read and the CA bundle re-injected, so a
 // replica picks up another replica's renewal and re-applied manifests get their CA bundle back.
 const DefaultRecheckInterval = time.Minute
@@ -42,6 +48,11 @@ type Options struct {
 	ValidatingWebhookConfigurations []string
 	// RecheckInterval is the longest time between two syncs.
 	RecheckInterval time.Duration
+	// TrustDelay is how long a sync that put a new CA into the configurations waits before the
+	// server may present a certificate it signs: every kube-apiserver reads the configurations
+	// through its own informer, and one that still trusts only the old CA fails the call (which
+	// failurePolicy Ignore turns into an unmutated object).
+	TrustDelay time.Duration
 	// Now is the clock (time.Now when nil); tests move it.
 	Now func() time.Time
 	// Log defaults to controller-runtime's logger named "certs".
@@ -61,6 +72,7 @@ func DefaultOptions() Options {
 		MutatingWebhookConfigurations:   []string{olmguard.MutatingWebhookConfigurationName},
 		ValidatingWebhookConfigurations: []string{olmguard.ValidatingWebhookConfigurationName},
 		RecheckInterval:                 DefaultRecheckInterval,
+		TrustDelay:                      DefaultTrustDelay,
 	}
 }
 
@@ -137,14 +149,29 @@ func (r *Rotator) sync(ctx context.Context) (time.Time, error) {
 }
 
 // publish injects the CA bundle before writing the files: after a CA rollover the apiserver must
-// trust the new CA before the server presents a certificate signed by it.
+// trust the new CA before the server presents a certificate signed by it. When the injection
+// changed a configuration and the server already serves files, it waits TrustDelay in between.
 func (r *Rotator) publish(ctx context.Context, b *Bundle) error {
-	errInject := InjectCABundle(ctx, r.client, b.CACert, r.opts.MutatingWebhookConfigurations, r.opts.ValidatingWebhookConfigurations)
-	var errWrite error
-	if r.opts.CertDir != "" {
-		errWrite = WriteFiles(r.opts.CertDir, b)
+	changed, errInject := InjectCABundle(ctx, r.client, b.CACert, r.opts.MutatingWebhookConfigurations, r.opts.ValidatingWebhookConfigurations)
+	if r.opts.CertDir == "" {
+		return errInject
 	}
-	return errors.Join(errInject, errWrite)
+	if changed && r.opts.TrustDelay > 0 && serving(r.opts.CertDir) {
+		t := time.NewTimer(r.opts.TrustDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(errInject, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return errors.Join(errInject, WriteFiles(r.opts.CertDir, b))
+}
+
+// serving reports whether dir already holds a certificate (the server presents it).
+func serving(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, CertFile))
+	return err == nil
 }
 
 // Ensure returns the bundle in the Secret, first creating or renewing it when Decide says so.

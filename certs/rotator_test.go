@@ -263,3 +263,60 @@ func TestRotatorRenewsWhileRunning(t *testing.T) {
 		t.Errorf("Start returned %v on cancel, want nil", err)
 	}
 }
+
+// A CA rollover puts the new CA into the configurations, then waits TrustDelay before the server's
+// files change, so no apiserver meets a certificate signed by a CA it does not trust yet. The first
+// sync, with nothing served, does not wait.
+func TestRotatorWaitsForTrustBeforeServingNewCA(t *testing.T) {
+	env := sharedEnv(t)
+	c := env.Client
+	ctx := context.Background()
+	ns, cfgName := "trust-delay", "trust-delay-config"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, webhookConfig(cfgName)); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{now: time.Now()}
+	opts := certs.DefaultOptions()
+	opts.Namespace, opts.MutatingWebhookConfigurations, opts.ValidatingWebhookConfigurations = ns, []string{cfgName}, nil
+	opts.CADuration, opts.CertDuration = 3*time.Hour, time.Hour
+	opts.CertDir = t.TempDir()
+	opts.Now = clk.Now
+	opts.TrustDelay = time.Minute // the first sync must not wait it
+	r, err := certs.NewRotator(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	first, err := r.Sync(syncCtx)
+	cancel()
+	if err != nil {
+		t.Fatalf("first sync, nothing served yet: %v", err)
+	}
+
+	opts.TrustDelay = 3 * time.Second
+	if r, err = certs.NewRotator(c, opts); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(clk.Now().Add(150 * time.Minute)) // past 2/3 of the CA's lifetime: a rollover
+	done := make(chan error, 1)
+	go func() { _, err := r.Sync(ctx); done <- err }()
+	deadline := time.Now().Add(20 * time.Second)
+	for bytes.Equal(caBundleOf(t, c, cfgName), first.CACert) {
+		if time.Now().After(deadline) {
+			t.Fatal("the new CA was never injected")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if served, _ := os.ReadFile(filepath.Join(opts.CertDir, "tls.crt")); !bytes.Equal(served, first.Cert) {
+		t.Fatal("the certificate of the new CA was written as soon as its CA was injected")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if served, _ := os.ReadFile(filepath.Join(opts.CertDir, "tls.crt")); bytes.Equal(served, first.Cert) {
+		t.Fatal("the new certificate was not written after the pause")
+	}
+}
