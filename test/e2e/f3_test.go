@@ -12,7 +12,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -279,61 +278,4 @@ func TestF3CSVCleanup(t *testing.T) {
 		t.Log(out.String())
 	})
 
-}
-
-// TestF3CleanupSurvivesKilledController: SIGKILL at several points of a cleanup of many operands;
-// the last controller finishes it and releases the finalizer.
-func TestF3CleanupSurvivesKilledController(t *testing.T) {
-	c := cluster.Shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	startWebhook(t, c)
-	waitWebhookActive(t, ctx, c)
-	sim := newSim(t, c, "olm-f3-kill", olmsim.V0_46)
-	b := widgetBundle("kappa", 1)
-	b.OwnedCRDs = []v1alpha1.CRDDescription{{Name: "gadgets.f3.example.com", Version: "v1", Kind: "Gadget"}}
-	cat := &olmsim.Catalog{Name: "f3-kill", Bundles: []olmsim.Bundle{b}}
-	if err := sim.AddCatalog(ctx, cat); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sim.CreateOperatorGroup(ctx, "f3-kill", "og", "f3-kill-team"); err != nil {
-		t.Fatal(err)
-	}
-	sub, err := sim.CreateSubscription(ctx, "f3-kill", "kappa", cat, "kappa", v1alpha1.ApprovalAutomatic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sim.Install(ctx, "f3-kill", false); err != nil {
-		t.Fatal(err)
-	}
-	gadget := schema.GroupVersionKind{Group: "f3.example.com", Version: "v1", Kind: "Gadget"}
-	const operands = 150
-	for i := range operands {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gadget)
-		u.SetNamespace("f3-kill-team")
-		u.SetName(fmt.Sprintf("g%d", i))
-		if err := c.Client.Create(ctx, u); err != nil {
-			t.Fatal(err)
-		}
-	}
-	uninstall(t, ctx, c, sim, sub)
-	for _, after := range []time.Duration{300 * time.Millisecond, 700 * time.Millisecond, 1500 * time.Millisecond} {
-		p := startController(t, c)
-		time.Sleep(after)
-		p.Kill()
-	}
-	startController(t, c)
-	waitCSVGone(t, ctx, c, "f3-kill", "kappa.v1", 2*time.Minute)
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(gadget.GroupVersion().WithKind("GadgetList"))
-	if err := c.Client.List(ctx, list, client.InNamespace("f3-kill-team")); err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != 0 {
-		t.Fatalf("%d of %d operands left after the cleanup", len(list.Items), operands)
-	}
-	if l, err := scenario.CountLeftovers(ctx, c.Client, cat, "f3-kill"); err != nil || l.Labelled+l.Webhooks+l.AuthReader != 0 {
-		t.Fatalf("leftovers: %+v (err %v)", l, err)
-	}
 }

@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/manifests"
+	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/scenario"
+)
+
+// TestHostileObjects: objects made to look like another tenant's or like OLM's get olmguard to
+// delete or rewrite nothing. Both binaries run with exactly the manifests' RBAC, plus the operand
+// grant an administrator gives for widgets (README, "Operand cleanup").
+func TestHostileObjects(t *testing.T) {
+	c := cluster.Shared(t)
+	c.SkipUnlessKwok(t) // the binaries run out of cluster: the apiserver must reach 127.0.0.1
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	objs, err := manifests.Objects("self-signed", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyManifestRBAC(t, ctx, c, objs)
+	grant := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-hostile-widgets", Labels: map[string]string{"olmguard.io/aggregate-to-controller": "true"}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{widgetGVK.Group}, Resources: []string{"widgets"}, Verbs: []string{"list", "delete"}}},
+	}
+	if err := c.Client.Create(ctx, grant); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), grant) })
+	eventually(ctx, t, time.Minute, "widgets aggregated into the controller's ClusterRole", func(ctx context.Context) (bool, error) {
+		cr := &rbacv1.ClusterRole{}
+		err := c.Client.Get(ctx, types.NamespacedName{Name: "olmguard-controller"}, cr)
+		return slices.ContainsFunc(cr.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "widgets") }), err
+	})
+	webhook, controller := startAsServiceAccounts(t, ctx, c, "--drift-window=2s")
+	sim := newSim(t, c, "olm-hostile", olmsim.V0_46)
+
+	t.Run("a CSV named like another namespace's", func(t *testing.T) {
+		// One catalog, installed twice: two CSVs gamma.v1.0.0 sharing the bundled ClusterRole and
+		// the auth-reader RoleBinding of the same webhook Service name.
+		cat := scenario.GammaCatalog("hostile-gamma")
+		if _, err := scenario.InstallGamma(ctx, sim, cat, "hostile-a"); err != nil {
+			t.Fatal(err)
+		}
+		subB, err := scenario.InstallGamma(ctx, sim, cat, "hostile-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := scenario.CountLeftovers(ctx, c.Client, cat, "hostile-a")
+		if err != nil || before.Labelled == 0 || before.Bundled == 0 || before.AuthReader == 0 {
+			t.Fatalf("hostile-a's cluster objects before: %+v (err %v), want some of each", before, err)
+		}
+		uninstall(t, ctx, c, sim, subB)
+		waitCSVGone(t, ctx, c, "hostile-b", "gamma.v1.0.0", time.Minute)
+		if b, err := scenario.CountLeftovers(ctx, c.Client, cat, "hostile-b"); err != nil || b.Labelled != 0 {
+			t.Errorf("hostile-b's own labelled objects after its uninstall: %+v (err %v), want 0", b, err)
+		}
+		after, err := scenario.CountLeftovers(ctx, c.Client, cat, "hostile-a")
+		if err != nil || after != before {
+			t.Errorf("hostile-a's cluster objects after hostile-b's uninstall: %+v (err %v), want %+v", after, err, before)
+		}
+		csv, err := getCSV(ctx, c, "hostile-a", "gamma.v1.0.0")
+		if err != nil || csv.DeletionTimestamp != nil || !slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer) {
+			t.Errorf("hostile-a's CSV after hostile-b's uninstall: err %v, being deleted %v, finalizers %v", err, csv.DeletionTimestamp != nil, csv.Finalizers)
+		}
+	})
+
+	t.Run("a CSV claiming another tenant's CRD", func(t *testing.T) {
+		owner := &olmsim.Catalog{Name: "hostile-widgets", Bundles: []olmsim.Bundle{widgetBundle("owner", 1)}}
+		if err := sim.AddCatalog(ctx, owner); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sim.CreateOperatorGroup(ctx, "hostile-owner", "og", "hostile-tenant"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sim.CreateSubscription(ctx, "hostile-owner", "owner", owner, "owner", v1alpha1.ApprovalAutomatic); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sim.Install(ctx, "hostile-owner", false); err != nil {
+			t.Fatal(err)
+		}
+		createWidgets(t, ctx, c, "hostile-tenant", 4)
+		// Another operator, in all namespaces, claims the same CRD and opts in to operand cleanup.
+		claimant := &olmsim.Catalog{Name: "hostile-claimant", Bundles: []olmsim.Bundle{widgetBundle("claimant", 1)}}
+		if err := sim.AddCatalog(ctx, claimant); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sim.CreateOperatorGroup(ctx, "hostile-claimant", "og"); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := sim.CreateSubscription(ctx, "hostile-claimant", "claimant", claimant, "claimant", v1alpha1.ApprovalAutomatic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sim.Install(ctx, "hostile-claimant", false); err != nil {
+			t.Fatal(err)
+		}
+		uninstall(t, ctx, c, sim, sub)
+		waitCSVGone(t, ctx, c, "hostile-claimant", "claimant.v1", time.Minute)
+		if n := countWidgets(t, ctx, c, "hostile-tenant"); n != 4 {
+			t.Errorf("the tenant has %d of 4 custom resources left", n)
+		}
+	})
+
+	t.Run("an InstallPlan referencing Subscriptions in another namespace", func(t *testing.T) {
+		x, y := "hostile-ip-x", "hostile-ip-y"
+		subscription := func(ns, name string) *v1alpha1.Subscription {
+			s := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: v1alpha1.SubscriptionSpec{CatalogSource: "none", CatalogSourceNamespace: ns, Package: name}}
+			if err := c.CreateNamespace(ctx, ns); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Client.Create(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		local, remote, remoteLocal := subscription(x, "local"), subscription(y, "remote"), subscription(y, "other")
+		plan := func() *v1alpha1.InstallPlan {
+			return &v1alpha1.InstallPlan{
+				ObjectMeta: metav1.ObjectMeta{Namespace: x, GenerateName: "install-",
+					OwnerReferences: []metav1.OwnerReference{mutate.SubscriptionOwnerRef(remote.Name, remote.UID)}},
+				Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"local.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true},
+			}
+		}
+		// The webhook adds the plan's own namespace's Subscription and keeps the given reference
+		// as it is: no UID from another namespace is added or rewritten.
+		ip := plan()
+		if err := c.Client.Create(ctx, ip, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		want := []metav1.OwnerReference{mutate.SubscriptionOwnerRef(remote.Name, remote.UID), mutate.SubscriptionOwnerRef(local.Name, local.UID)}
+		if !slices.EqualFunc(ip.OwnerReferences, want, func(a, b metav1.OwnerReference) bool { return a.Name == b.Name && a.UID == b.UID }) {
+			t.Errorf("admitted owners %v, want %v", ip.OwnerReferences, want)
+		}
+		// A Subscription of namespace y whose status names x's plan: the controller must not make
+		// it an owner of x's plan (a cross-namespace owner is garbage to the garbage collector).
+		real := plan()
+		real.OwnerReferences = nil
+		if err := c.Client.Create(ctx, real); err != nil {
+			t.Fatal(err)
+		}
+		// A populated status, so the controller's repair considers the plan.
+		real.Status = v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseComplete, CatalogSources: []string{},
+			Plan: []*v1alpha1.Step{{Resolving: "local.v1", Status: "Created", Resource: v1alpha1.StepResource{Kind: "ClusterServiceVersion", Name: "local.v1"}}}}
+		if err := c.Client.Status().Update(ctx, real); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []*v1alpha1.Subscription{remote, remoteLocal} {
+			if err := pointAt(ctx, c.Client, s, real); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rv := real.ResourceVersion
+		time.Sleep(6 * time.Second) // three drift windows
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(real), real); err != nil {
+			t.Fatal(err)
+		}
+		if real.ResourceVersion != rv || slices.ContainsFunc(real.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == remote.UID || r.UID == remoteLocal.UID }) {
+			t.Errorf("x's plan was written (resourceVersion %s -> %s), owners %v", rv, real.ResourceVersion, real.OwnerReferences)
+		}
+	})
+
+	t.Run("a Job that imitates an unpack Job outside a catalog namespace", func(t *testing.T) {
+		ns := "hostile-jobs"
+		if err := c.CreateNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		configMap := func(name string, owners ...metav1.OwnerReference) *corev1.ConfigMap {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				Labels: map[string]string{olm.ManagedLabel: olm.ManagedLabelValue}, OwnerReferences: owners}}
+			if err := c.Client.Create(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+			return cm
+		}
+		job := func(name string, cm *corev1.ConfigMap, labels map[string]string) *batchv1.Job {
+			j := &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}}},
+				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{Name: "extract", Image: "registry.k8s.io/pause:3.10"}}}}},
+			}
+			if err := c.Client.Create(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+			return j
+		}
+		// What the webhook renames in a catalog namespace: OLM's labels and a ConfigMap owner.
+		bundle := configMap("bundle")
+		visible := job("imitation", bundle, map[string]string{olm.ManagedLabel: olm.ManagedLabelValue, olm.BundleUnpackRefLabel: bundle.Name})
+		if visible.Name != "imitation" || visible.Spec.TTLSecondsAfterFinished != nil {
+			t.Errorf("look-alike Job admitted as %q with TTL %v, want its own name and no TTL", visible.Name, visible.Spec.TTLSecondsAfterFinished)
+		}
+		// What the controller labels or deletes: a Job OLM cannot see, owned by an OLM-labelled
+		// ConfigMap that names a CatalogSource this namespace does not have.
+		ghost := configMap("ghost-bundle", metav1.OwnerReference{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: "ghost", UID: "6f1c0c3e-0000-4000-8000-000000000000"})
+		invisible := job("invisible", ghost, nil)
+		time.Sleep(5 * time.Second) // the Jobs finish (kwok completes their pods)
+		got := &batchv1.Job{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(visible), got); err != nil {
+			t.Errorf("look-alike Job: %v, want it kept", err)
+		}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(invisible), got); err == nil && len(got.Labels) != 0 {
+			t.Errorf("look-alike invisible Job labelled %v", got.Labels) // NotFound: the garbage collector's (the ghost owner)
+		}
+		events := &corev1.EventList{}
+		if err := c.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Reason == "UnpackJobLabelled" || e.Reason == "UnpackJobDeleted" {
+				t.Errorf("olmguard acted on a look-alike Job: %s %s", e.Reason, e.Message)
+			}
+		}
+	})
+
+	checkNoPermissionErrors(t, c, webhook, controller)
+}
