@@ -19,10 +19,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/internal/latency"
+	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/webhook"
 )
 
 var (
@@ -30,17 +34,60 @@ var (
 	loadErr   error
 )
 
-// loadNamespaces are where the webhook is called ("on") and where it is not ("off").
-var loadNamespaces = map[string]string{"on": "load", "off": olmguard.DefaultNamespace}
+// loadNamespaces are where the webhook is called ("on"), where it is not ("off"), and where it
+// is called but answers InstallPlans from Subscriptions it listed once ("on-no-lookup"): the cost
+// of the apiserver calling a webhook at all, without olmguard's lookup.
+var loadNamespaces = map[string]string{"on": "load", "off": olmguard.DefaultNamespace, "on-no-lookup": noLookupNamespace}
+
+const noLookupNamespace = "load-no-lookup"
+
+// memoSubscriptions lists a namespace's Subscriptions live once, then answers from memory.
+type memoSubscriptions struct {
+	live mutate.SubscriptionLister
+	mu   sync.Mutex
+	seen map[string][]mutate.Subscription
+}
+
+func (m *memoSubscriptions) Subscriptions(ctx context.Context, ns string) ([]mutate.Subscription, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if subs, ok := m.seen[ns]; ok {
+		return subs, nil
+	}
+	subs, err := m.live.Subscriptions(ctx, ns)
+	if err == nil {
+		m.seen[ns] = subs
+	}
+	return subs, err
+}
+
+// withoutLookupIn serves plans of namespace ns from memoized Subscriptions, others as production.
+func withoutLookupIn(ns string, production webhook.HandlerFactory) webhook.HandlerFactory {
+	return func(mgr manager.Manager) (admission.Handler, error) {
+		h, err := production(mgr)
+		if err != nil {
+			return nil, err
+		}
+		memo := &mutate.InstallPlanHandler{Subscriptions: &memoSubscriptions{live: mutate.LiveSubscriptions{Reader: mgr.GetAPIReader()}, seen: map[string][]mutate.Subscription{}}}
+		return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+			if req.Namespace == ns {
+				return memo.Handle(ctx, req)
+			}
+			return h.Handle(ctx, req)
+		}), nil
+	}
+}
 
 // loadCSVs is how many CSVs the update load cycles through; each has about 64 KiB of spec.
 const loadCSVs = 20
 
 func prepareLoad(ctx context.Context) error {
 	loadSetup.Do(func() {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load"}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			loadErr = err
-			return
+		for _, ns := range []string{"load", noLookupNamespace} {
+			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+				loadErr = err
+				return
+			}
 		}
 		for _, ns := range loadNamespaces {
 			for i := 0; i < 10 && loadErr == nil; i++ {
@@ -62,14 +109,14 @@ func prepareLoad(ctx context.Context) error {
 // loadModes runs request once per benchmark iteration in each mode, timing it, and reports the
 // percentiles. request gets the namespace, the mode and the iteration number; it returns the
 // request to time and a check of its outcome, run outside the timing.
-func loadModes(b *testing.B, request func(ns, mode string, i int) (do func() error, check func() error)) {
+func loadModes(b *testing.B, modes []string, request func(ns, mode string, i int) (do func() error, check func() error)) {
 	if env == nil {
 		b.Skip("needs kube-apiserver and etcd")
 	}
 	if err := prepareLoad(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	for _, mode := range []string{"off", "on"} {
+	for _, mode := range modes {
 		b.Run("webhook="+mode, func(b *testing.B) {
 			var r latency.Recorder
 			i := 0
@@ -94,11 +141,11 @@ func loadModes(b *testing.B, request func(ns, mode string, i int) (do func() err
 func BenchmarkLoadInstallPlanCreate(b *testing.B) {
 	ctx := context.Background()
 	var created []client.Object
-	loadModes(b, func(ns, mode string, _ int) (func() error, func() error) {
+	loadModes(b, []string{"off", "on", "on-no-lookup"}, func(ns, mode string, _ int) (func() error, func() error) {
 		ip := newPlan(ns)
 		return func() error { return env.Client.Create(ctx, ip) }, func() error {
 			created = append(created, ip)
-			if want := map[string]int{"on": 10, "off": 0}[mode]; len(ip.OwnerReferences) != want {
+			if want := map[string]int{"on": 10, "on-no-lookup": 10, "off": 0}[mode]; len(ip.OwnerReferences) != want {
 				return fmt.Errorf("plan has %d owners, want %d", len(ip.OwnerReferences), want)
 			}
 			return nil
@@ -114,7 +161,7 @@ func BenchmarkLoadInstallPlanCreate(b *testing.B) {
 // finalizer being there, does not call olmguard.
 func BenchmarkLoadCSVUpdate(b *testing.B) {
 	ctx := context.Background()
-	loadModes(b, func(ns, mode string, i int) (func() error, func() error) {
+	loadModes(b, []string{"off", "on"}, func(ns, mode string, i int) (func() error, func() error) {
 		csv := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("load.v%d", i%loadCSVs)}}
 		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"load/n":"%d"}}}`, i)
 		return func() error { return env.Client.Patch(ctx, csv, client.RawPatch(types.MergePatchType, patch)) }, func() error {

@@ -59,6 +59,7 @@ func startWebhook() (stop func() error, err error) {
 	o.RegisterURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
 	o.Handlers = setup.DefaultWebhook().Handlers()
+	o.Handlers[olmguard.MutateInstallPlansPath] = withoutLookupIn(noLookupNamespace, o.Handlers[olmguard.MutateInstallPlansPath])
 	s, err := webhook.New(env.Config, o)
 	if err != nil {
 		return nil, err
