@@ -45,11 +45,11 @@ type Options struct {
 	// renew within RenewDeadline (e.g. while the kube-apiserver restarts) stops, and its process
 	// exits: the defaults ride out a 40 s apiserver outage, at the cost of a 60 s takeover when a
 	// leader crashes (a graceful stop releases the Lease at once).
-	LeaseDuration time.Duration
-	RenewDeadline time.Duration
-	RetryPeriod   time.Duration
-	HealthProbeBindAddress  string
-	MetricsBindAddress      string
+	LeaseDuration          time.Duration
+	RenewDeadline          time.Duration
+	RetryPeriod            time.Duration
+	HealthProbeBindAddress string
+	MetricsBindAddress     string
 	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized callers only.
 	MetricsSecure bool
 	// CatalogPodGrace is how long a catalog pod may sit on a NotReady or unreachable node before
