@@ -476,6 +476,12 @@ func postReview(t *testing.T, hc *http.Client, u, contentType string, body []byt
 		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := hc.Do(req)
+	return readAnswer(t, resp, err)
+}
+
+// readAnswer returns the status and body of an answer, failing the test when none came.
+func readAnswer(t *testing.T, resp *http.Response, err error) (int, []byte) {
+	t.Helper()
 	if err != nil {
 		t.Fatalf("no answer within %v: %v", badInputTimeout, err)
 	}
@@ -512,15 +518,7 @@ func postStalledReview(t *testing.T, u string, cfg *tls.Config, body []byte, sho
 		t.Fatal(err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer within %v: %v", badInputTimeout, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading the answer: %v", err)
-	}
-	return resp.StatusCode, raw
+	return readAnswer(t, resp, err)
 }
 
 // checkReviewAnswer compares an HTTP answer with what the webhook should reply.

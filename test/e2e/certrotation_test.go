@@ -330,8 +330,7 @@ func startAdmissionLoad(t *testing.T, ctx context.Context, c *cluster.Cluster, n
 	if err := c.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "rotation", Namespace: ns},
-		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "none", CatalogSourceNamespace: ns, Package: "rotation"}}
+	sub := newSubscription(ns, "rotation")
 	if err := c.Client.Create(ctx, sub); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

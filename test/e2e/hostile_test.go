@@ -122,8 +122,7 @@ func TestHostileObjects(t *testing.T) {
 	t.Run("an InstallPlan referencing Subscriptions in another namespace", func(t *testing.T) {
 		x, y := "hostile-ip-x", "hostile-ip-y"
 		subscription := func(ns, name string) *v1alpha1.Subscription {
-			s := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				Spec: v1alpha1.SubscriptionSpec{CatalogSource: "none", CatalogSourceNamespace: ns, Package: name}}
+			s := newSubscription(ns, name)
 			if err := c.CreateNamespace(ctx, ns); err != nil {
 				t.Fatal(err)
 			}

@@ -45,8 +45,7 @@ func waitWebhookActive(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	if err := c.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "none", CatalogSourceNamespace: ns, Package: "probe"}}
+	sub := newSubscription(ns, "probe")
 	if err := c.Client.Create(ctx, sub); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
