@@ -99,7 +99,10 @@ func OwnerReferencesPatch(refs []metav1.OwnerReference, owners []Subscription) [
 		switch {
 		case found:
 		case stale >= 0:
-			ops = append(ops, jsonpatch.NewOperation("replace", "/metadata/ownerReferences/"+strconv.Itoa(stale)+"/uid", string(s.UID)))
+			// "add" sets the member whether or not it is there: "replace" fails on a reference
+			// written without a uid (the apiserver validates after mutating webhooks), and a
+			// patch that does not apply fails the request whatever the failurePolicy.
+			ops = append(ops, jsonpatch.NewOperation("add", "/metadata/ownerReferences/"+strconv.Itoa(stale)+"/uid", string(s.UID)))
 		default:
 			added = append(added, SubscriptionOwnerRef(s.Name, s.UID))
 		}
