@@ -101,7 +101,7 @@ bench: binaries
 ## fuzz: run every fuzz target for FUZZTIME each (default 2m); new crashers land in testdata/fuzz.
 FUZZTIME ?= 2m
 FUZZ_TARGETS := ./pkg/mutate:FuzzInstallPlanHandler ./pkg/mutate:FuzzJobHandler ./pkg/mutate:FuzzCSVHandler \
-	./pkg/validate:FuzzHandlers ./pkg/review:FuzzFields
+	./pkg/validate:FuzzHandlers ./pkg/review:FuzzFields ./pkg/webhook:FuzzReviewGuard
 .PHONY: fuzz
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg, $(FUZZTIME))"; \

@@ -129,3 +129,34 @@ func TestReviewGuardOversizedBodyKeepsConnectionsSane(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReviewGuard: any body gets an HTTP 200 AdmissionReview with a response, never a panic; the
+// handler runs only for a request with a uid, and its answer carries that uid.
+func FuzzReviewGuard(f *testing.F) {
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","kind":{"kind":"Job"},"operation":"CREATE","object":{}}}`))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u","kind":{},"operation":"DELETE"}}`))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":null}`))
+	f.Add([]byte(`[{"request":{"uid":1}}]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var seen admission.Request
+		handled := false
+		h := reviewGuard(&admission.Webhook{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+			handled, seen = true, req
+			return admission.Allowed("handled")
+		})})
+		req := httptest.NewRequest(http.MethodPost, "/mutate/x", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var ar admissionv1.AdmissionReview
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &ar) != nil || ar.Response == nil {
+			t.Fatalf("answer %d %q is not an AdmissionReview with a response", rec.Code, rec.Body)
+		}
+		if handled && (seen.UID == "" || ar.Response.UID != seen.UID) {
+			t.Fatalf("handled a request with uid %q, answered uid %q", seen.UID, ar.Response.UID)
+		}
+		if !handled && (ar.Response.Allowed || ar.Response.Result == nil || ar.Response.Result.Message == "") {
+			t.Fatalf("refused without a clear error: %s", rec.Body)
+		}
+	})
+}
