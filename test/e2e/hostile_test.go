@@ -151,29 +151,29 @@ func TestHostileObjects(t *testing.T) {
 		}
 		// A Subscription of namespace y whose status names x's plan: the controller must not make
 		// it an owner of x's plan (a cross-namespace owner is garbage to the garbage collector).
-		real := plan()
-		real.OwnerReferences = nil
-		if err := c.Client.Create(ctx, real); err != nil {
+		victim := plan()
+		victim.OwnerReferences = nil
+		if err := c.Client.Create(ctx, victim); err != nil {
 			t.Fatal(err)
 		}
 		// A populated status, so the controller's repair considers the plan.
-		real.Status = v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseComplete, CatalogSources: []string{},
+		victim.Status = v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseComplete, CatalogSources: []string{},
 			Plan: []*v1alpha1.Step{{Resolving: "local.v1", Status: "Created", Resource: v1alpha1.StepResource{Kind: "ClusterServiceVersion", Name: "local.v1"}}}}
-		if err := c.Client.Status().Update(ctx, real); err != nil {
+		if err := c.Client.Status().Update(ctx, victim); err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range []*v1alpha1.Subscription{remote, remoteLocal} {
-			if err := pointAt(ctx, c.Client, s, real); err != nil {
+			if err := pointAt(ctx, c.Client, s, victim); err != nil {
 				t.Fatal(err)
 			}
 		}
-		rv := real.ResourceVersion
+		rv := victim.ResourceVersion
 		time.Sleep(6 * time.Second) // three drift windows
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(real), real); err != nil {
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(victim), victim); err != nil {
 			t.Fatal(err)
 		}
-		if real.ResourceVersion != rv || slices.ContainsFunc(real.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == remote.UID || r.UID == remoteLocal.UID }) {
-			t.Errorf("x's plan was written (resourceVersion %s -> %s), owners %v", rv, real.ResourceVersion, real.OwnerReferences)
+		if victim.ResourceVersion != rv || slices.ContainsFunc(victim.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == remote.UID || r.UID == remoteLocal.UID }) {
+			t.Errorf("x's plan was written (resourceVersion %s -> %s), owners %v", rv, victim.ResourceVersion, victim.OwnerReferences)
 		}
 	})
 
