@@ -100,9 +100,11 @@ bench: binaries
 
 ## fuzz: run every fuzz target for FUZZTIME each (default 2m); new crashers land in testdata/fuzz.
 FUZZTIME ?= 2m
+# Go minimizes each new interesting input for 60 s by default, with no execs meanwhile.
+FUZZMINIMIZE ?= 5s
 FUZZ_TARGETS := ./pkg/mutate:FuzzInstallPlanHandler ./pkg/mutate:FuzzJobHandler ./pkg/mutate:FuzzCSVHandler \
 	./pkg/validate:FuzzHandlers ./pkg/review:FuzzFields ./pkg/webhook:FuzzReviewGuard
 .PHONY: fuzz
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg, $(FUZZTIME))"; \
-	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg || exit 1; done
