@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,11 @@ import (
 // apiserver's 3 MiB and the rest of the review). A body that reaches it is left to
 // controller-runtime, which answers "request entity is too large".
 const maxReviewBytes = 7 << 20
+
+// bodyReadTimeout bounds reading a review's body. The apiserver sends a whole body at once and
+// gives up on a webhook after at most 30 s; a client that stalls in the middle of a body would
+// otherwise hold its connection and a goroutine for as long as it likes.
+var bodyReadTimeout = 10 * time.Second
 
 // reviewGuard wraps every admission path. controller-runtime decodes a body of any apiVersion and
 // kind as an admission.k8s.io/v1 AdmissionReview and echoes them in its answer, and it hands a
@@ -37,6 +43,8 @@ func reviewGuard(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// Not supported only behind a writer that hides net/http's (none in olmguard's server).
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
 		head, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes))
 		if err != nil {
 			// Answered here: net/http reports a body cut short (the client ended the stream before

@@ -1,14 +1,18 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -159,4 +163,35 @@ func FuzzReviewGuard(f *testing.F) {
 			t.Fatalf("refused without a clear error: %s", rec.Body)
 		}
 	})
+}
+
+// A client that stalls in the middle of a body gets an error answer once bodyReadTimeout passes,
+// instead of holding the connection for as long as it likes.
+func TestReviewGuardStalledBodyTimesOut(t *testing.T) {
+	defer func(d time.Duration) { bodyReadTimeout = d }(bodyReadTimeout)
+	bodyReadTimeout = 200 * time.Millisecond
+	srv := httptest.NewServer(reviewGuard(&admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+		return admission.Allowed("handled")
+	})}))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1"`
+	fmt.Fprintf(conn, "POST /mutate/x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body)+100, body)
+	// The client now stalls; the answer must come long before this deadline.
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(raw), "reading the request body") || !strings.Contains(string(raw), "timeout") {
+		t.Errorf("answer %d %s, want a body read timeout", resp.StatusCode, raw)
+	}
 }
