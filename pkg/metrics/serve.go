@@ -5,6 +5,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/olmguard/olmguard/internal/tlsconfig"
 )
 
 // ServerOptions is how both binaries serve /metrics. Secure (the default) serves HTTPS with a
@@ -16,10 +18,7 @@ func ServerOptions(bindAddress string, secure bool) metricsserver.Options {
 	if secure {
 		o.SecureServing = true
 		o.FilterProvider = filters.WithAuthenticationAndAuthorization
-		o.TLSOpts = []func(*tls.Config){func(c *tls.Config) {
-			c.MinVersion = tls.VersionTLS12
-			c.NextProtos = []string{"http/1.1"}
-		}}
+		o.TLSOpts = []func(*tls.Config){tlsconfig.Harden}
 	}
 	return o
 }

@@ -41,12 +41,18 @@ func (l LiveSubscriptions) Subscriptions(ctx context.Context, namespace string) 
 	list := &v1alpha1.SubscriptionList{}
 	opts := []client.ListOption{client.InNamespace(namespace)}
 	if !l.Consistent {
-		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+		opts = append(opts, fromWatchCache())
 	}
 	if err := l.Reader.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}
 	return FromSubscriptions(list.Items), nil
+}
+
+// fromWatchCache makes a List read the apiserver's watch cache (resourceVersion "0") instead of
+// waiting for a consistent read. A new value each time: the client fills in the Raw options.
+func fromWatchCache() client.ListOption {
+	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
 }
 
 // FromSubscriptions turns typed Subscriptions into the view the owner computation uses.

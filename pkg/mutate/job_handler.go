@@ -43,7 +43,7 @@ type LiveCatalogNamespaces struct{ Reader client.Reader }
 func (l LiveCatalogNamespaces) HasCatalogSource(ctx context.Context, namespace string) (bool, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.CatalogSourceKind + "List"))
-	if err := l.Reader.List(ctx, list, client.InNamespace(namespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}); err != nil {
+	if err := l.Reader.List(ctx, list, client.InNamespace(namespace), fromWatchCache()); err != nil {
 		return false, err
 	}
 	return len(list.Items) > 0, nil

@@ -33,6 +33,7 @@ import (
 
 	"github.com/olmguard/olmguard/certs"
 	"github.com/olmguard/olmguard/internal/kubeapi"
+	"github.com/olmguard/olmguard/internal/tlsconfig"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -89,12 +90,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 		WebhookServer: crwebhook.NewServer(crwebhook.Options{
 			Port:    o.Port,
 			CertDir: s.certDir,
-			TLSOpts: []func(*tls.Config){func(c *tls.Config) {
-				c.MinVersion = tls.VersionTLS12
-				// HTTP/2 is off: it is not needed and exposed servers to rapid-reset attacks.
-				c.NextProtos = []string{"http/1.1"}
-				c.GetCertificate = s.getCertificate
-			}},
+			TLSOpts: []func(*tls.Config){tlsconfig.Harden, func(c *tls.Config) { c.GetCertificate = s.getCertificate }},
 		}),
 	})
 	if err != nil {
