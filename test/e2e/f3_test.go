@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,26 +43,48 @@ func widgetBundle(pkg string, v int) olmsim.Bundle {
 	return b
 }
 
-func createWidgets(t *testing.T, ctx context.Context, c *cluster.Cluster, ns string, n int) {
+// installOperator serves cat, creates an OperatorGroup in ns (targeting targets, all namespaces
+// without) and an automatic Subscription to package pkg, and installs it as OLM does.
+func installOperator(t *testing.T, ctx context.Context, sim *olmsim.Sim, cat *olmsim.Catalog, ns, pkg string, targets ...string) *v1alpha1.Subscription {
+	t.Helper()
+	if err := sim.AddCatalog(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.CreateOperatorGroup(ctx, ns, "og", targets...); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := sim.CreateSubscription(ctx, ns, pkg, cat, pkg, v1alpha1.ApprovalAutomatic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.Install(ctx, ns, false); err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// createOperands creates namespace ns and n custom resources of kind gvk in it.
+func createOperands(t *testing.T, ctx context.Context, c *cluster.Cluster, gvk schema.GroupVersionKind, ns string, n int) {
 	t.Helper()
 	if err := c.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
+	if err := parallel(n, 4, func(i int) error {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(widgetGVK)
+		u.SetGroupVersionKind(gvk)
 		u.SetNamespace(ns)
-		u.SetName(fmt.Sprintf("w%d", i))
-		if err := c.Client.Create(ctx, u); err != nil {
-			t.Fatal(err)
-		}
+		u.SetName(fmt.Sprintf("o%d", i))
+		return c.Client.Create(ctx, u)
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func countWidgets(t *testing.T, ctx context.Context, c *cluster.Cluster, ns string) int {
+// countOperands counts the custom resources of kind gvk in namespace ns.
+func countOperands(t *testing.T, ctx context.Context, c *cluster.Cluster, gvk schema.GroupVersionKind, ns string) int {
 	t.Helper()
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(widgetGVK.GroupVersion().WithKind("WidgetList"))
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := c.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
@@ -143,20 +166,8 @@ func TestF3CSVCleanup(t *testing.T) {
 	var v3 *v1alpha1.Subscription
 	cat := &olmsim.Catalog{Name: "f3-widgets", Bundles: []olmsim.Bundle{widgetBundle("epsilon", 1)}}
 	t.Run("upgrades v1 -> v2 -> v3 with operand cleanup delete no custom resource", func(t *testing.T) {
-		if err := sim.AddCatalog(ctx, cat); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.CreateOperatorGroup(ctx, "f3-up", "og", "f3-up-team"); err != nil {
-			t.Fatal(err)
-		}
-		sub, err := sim.CreateSubscription(ctx, "f3-up", "epsilon", cat, "epsilon", v1alpha1.ApprovalAutomatic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.Install(ctx, "f3-up", false); err != nil {
-			t.Fatal(err)
-		}
-		createWidgets(t, ctx, c, "f3-up-team", 5)
+		sub := installOperator(t, ctx, sim, cat, "f3-up", "epsilon", "f3-up-team")
+		createOperands(t, ctx, c, widgetGVK, "f3-up-team", 5)
 		for v := 2; v <= 3; v++ {
 			cat.Bundles = append(cat.Bundles, widgetBundle("epsilon", v))
 			if _, err := sim.Install(ctx, "f3-up", false); err != nil {
@@ -164,7 +175,7 @@ func TestF3CSVCleanup(t *testing.T) {
 			}
 			waitCSVGone(t, ctx, c, "f3-up", fmt.Sprintf("epsilon.v%d", v-1), time.Minute)
 		}
-		if n := countWidgets(t, ctx, c, "f3-up-team"); n != 5 {
+		if n := countOperands(t, ctx, c, widgetGVK, "f3-up-team"); n != 5 {
 			t.Fatalf("%d of 5 custom resources left after two upgrades", n)
 		}
 		// The successor still serves the webhook: its auth-reader RoleBinding must survive upgrades.
@@ -202,22 +213,10 @@ func TestF3CSVCleanup(t *testing.T) {
 
 	t.Run("a CSV claiming another tenant's CRD deletes none of its resources", func(t *testing.T) {
 		hostile := &olmsim.Catalog{Name: "f3-hostile", Bundles: []olmsim.Bundle{widgetBundle("mallory", 1)}}
-		if err := sim.AddCatalog(ctx, hostile); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.CreateOperatorGroup(ctx, "f3-hostile", "og"); err != nil { // all namespaces
-			t.Fatal(err)
-		}
-		sub, err := sim.CreateSubscription(ctx, "f3-hostile", "mallory", hostile, "mallory", v1alpha1.ApprovalAutomatic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.Install(ctx, "f3-hostile", false); err != nil {
-			t.Fatal(err)
-		}
+		sub := installOperator(t, ctx, sim, hostile, "f3-hostile", "mallory") // all namespaces
 		uninstall(t, ctx, c, sim, sub)
 		waitCSVGone(t, ctx, c, "f3-hostile", "mallory.v1", time.Minute)
-		if n := countWidgets(t, ctx, c, "f3-up-team"); n != 5 {
+		if n := countOperands(t, ctx, c, widgetGVK, "f3-up-team"); n != 5 {
 			t.Fatalf("the tenant has %d of 5 custom resources left", n)
 		}
 	})
@@ -226,13 +225,13 @@ func TestF3CSVCleanup(t *testing.T) {
 		if v3 == nil {
 			t.Skip("upgrade subtest failed")
 		}
-		createWidgets(t, ctx, c, "f3-up-elsewhere", 3)
+		createOperands(t, ctx, c, widgetGVK, "f3-up-elsewhere", 3)
 		uninstall(t, ctx, c, sim, v3)
 		waitCSVGone(t, ctx, c, "f3-up", "epsilon.v3", time.Minute)
-		if n := countWidgets(t, ctx, c, "f3-up-team"); n != 0 {
+		if n := countOperands(t, ctx, c, widgetGVK, "f3-up-team"); n != 0 {
 			t.Errorf("%d custom resources left in the target namespace", n)
 		}
-		if n := countWidgets(t, ctx, c, "f3-up-elsewhere"); n != 3 {
+		if n := countOperands(t, ctx, c, widgetGVK, "f3-up-elsewhere"); n != 3 {
 			t.Errorf("%d of 3 custom resources left outside the target namespaces", n)
 		}
 		// The bundled ClusterRole, labelled olm.owner=epsilon.v3 by the upgrades (OLM issue #2985),

@@ -192,13 +192,6 @@ func trialBundle(pkg string, v int) olmsim.Bundle {
 	return b
 }
 
-func countOperands(ctx context.Context, c *cluster.Cluster, ns string) (int, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(trialGVK.GroupVersion().WithKind(trialGVK.Kind + "List"))
-	err := c.Client.List(ctx, list, client.InNamespace(ns))
-	return len(list.Items), err
-}
-
 // TestControllerKilledDuringCleanup: the controller is SIGKILLed once or twice at a random point
 // of a cleanup, then started again. Uninstall trials end with every operand deleted, upgrade trials
 // with none, and every trial with the old CSV gone (olmguard's finalizer released).
@@ -223,31 +216,8 @@ func TestControllerKilledDuringCleanup(t *testing.T) {
 			}
 		})
 		cat.Bundles = append(cat.Bundles, trialBundle(pkg, 1))
-		if err := sim.AddCatalog(ctx, cat); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.CreateOperatorGroup(ctx, ns, "og", team); err != nil {
-			t.Fatal(err)
-		}
-		sub, err := sim.CreateSubscription(ctx, ns, pkg, cat, pkg, v1alpha1.ApprovalAutomatic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.Install(ctx, ns, false); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.CreateNamespace(ctx, team); err != nil {
-			t.Fatal(err)
-		}
-		if err := parallel(operands, 4, func(j int) error {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(trialGVK)
-			u.SetNamespace(team)
-			u.SetName(fmt.Sprintf("o%d", j))
-			return c.Client.Create(ctx, u)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		sub := installOperator(t, ctx, sim, cat, ns, pkg, team)
+		createOperands(t, ctx, c, trialGVK, team, operands)
 		// The controller is away while OLM deletes the old CSV: the cleanup starts with it.
 		if upgrade {
 			cat.Bundles = append(cat.Bundles, trialBundle(pkg, 2))
@@ -269,11 +239,8 @@ func TestControllerKilledDuringCleanup(t *testing.T) {
 			}
 			time.Sleep(delay)
 			p.Kill()
-			left, err := countOperands(ctx, c, team)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = getCSV(ctx, c, ns, old)
+			left := countOperands(t, ctx, c, trialGVK, team)
+			_, err := getCSV(ctx, c, ns, old)
 			pending := err == nil
 			if pending {
 				midCleanup++
@@ -282,10 +249,7 @@ func TestControllerKilledDuringCleanup(t *testing.T) {
 		}
 		p := startController(t, c)
 		waitCSVGone(t, ctx, c, ns, old, 2*time.Minute)
-		left, err := countOperands(ctx, c, team)
-		if err != nil {
-			t.Fatal(err)
-		}
+		left := countOperands(t, ctx, c, trialGVK, team)
 		kind := "uninstall"
 		if upgrade {
 			kind = "upgrade"

@@ -84,37 +84,14 @@ func TestHostileObjects(t *testing.T) {
 
 	t.Run("a CSV claiming another tenant's CRD", func(t *testing.T) {
 		owner := &olmsim.Catalog{Name: "hostile-widgets", Bundles: []olmsim.Bundle{widgetBundle("owner", 1)}}
-		if err := sim.AddCatalog(ctx, owner); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.CreateOperatorGroup(ctx, "hostile-owner", "og", "hostile-tenant"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.CreateSubscription(ctx, "hostile-owner", "owner", owner, "owner", v1alpha1.ApprovalAutomatic); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.Install(ctx, "hostile-owner", false); err != nil {
-			t.Fatal(err)
-		}
-		createWidgets(t, ctx, c, "hostile-tenant", 4)
+		installOperator(t, ctx, sim, owner, "hostile-owner", "owner", "hostile-tenant")
+		createOperands(t, ctx, c, widgetGVK, "hostile-tenant", 4)
 		// Another operator, in all namespaces, claims the same CRD and opts in to operand cleanup.
 		claimant := &olmsim.Catalog{Name: "hostile-claimant", Bundles: []olmsim.Bundle{widgetBundle("claimant", 1)}}
-		if err := sim.AddCatalog(ctx, claimant); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.CreateOperatorGroup(ctx, "hostile-claimant", "og"); err != nil {
-			t.Fatal(err)
-		}
-		sub, err := sim.CreateSubscription(ctx, "hostile-claimant", "claimant", claimant, "claimant", v1alpha1.ApprovalAutomatic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sim.Install(ctx, "hostile-claimant", false); err != nil {
-			t.Fatal(err)
-		}
+		sub := installOperator(t, ctx, sim, claimant, "hostile-claimant", "claimant")
 		uninstall(t, ctx, c, sim, sub)
 		waitCSVGone(t, ctx, c, "hostile-claimant", "claimant.v1", time.Minute)
-		if n := countWidgets(t, ctx, c, "hostile-tenant"); n != 4 {
+		if n := countOperands(t, ctx, c, widgetGVK, "hostile-tenant"); n != 4 {
 			t.Errorf("the tenant has %d of 4 custom resources left", n)
 		}
 	})

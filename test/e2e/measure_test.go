@@ -82,23 +82,11 @@ func TestMeasureOperandCleanup(t *testing.T) {
 	b := widgetBundle("lambda", 1)
 	b.OwnedCRDs = []v1alpha1.CRDDescription{{Name: "doodads.measure.example.com", Version: "v1", Kind: "Doodad"}}
 	cat := &olmsim.Catalog{Name: "measure", Bundles: []olmsim.Bundle{b}}
-	if err := sim.AddCatalog(ctx, cat); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sim.CreateOperatorGroup(ctx, "measure", "og", "measure-team"); err != nil {
-		t.Fatal(err)
-	}
-	sub, err := sim.CreateSubscription(ctx, "measure", "lambda", cat, "lambda", v1alpha1.ApprovalAutomatic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sim.Install(ctx, "measure", false); err != nil {
-		t.Fatal(err)
-	}
+	sub := installOperator(t, ctx, sim, cat, "measure", "lambda", "measure-team")
 	const operands = 1000
 	fast := fastClient(t, c)
 	gvk := schema.GroupVersionKind{Group: "measure.example.com", Version: "v1", Kind: "Doodad"}
-	err = parallel(operands, 8, func(i int) error {
+	err := parallel(operands, 8, func(i int) error {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		u.SetNamespace("measure-team")
@@ -113,13 +101,8 @@ func TestMeasureOperandCleanup(t *testing.T) {
 	uninstall(t, ctx, c, sim, sub)
 	waitCSVGone(t, ctx, c, "measure", "lambda.v1", 5*time.Minute)
 	took := time.Since(start)
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind("DoodadList"))
-	if err := c.Client.List(ctx, list, client.InNamespace("measure-team")); err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != 0 {
-		t.Fatalf("%d operands left", len(list.Items))
+	if n := countOperands(t, ctx, c, gvk, "measure-team"); n != 0 {
+		t.Fatalf("%d operands left", n)
 	}
 	t.Logf("RESULT operand cleanup: %d operands deleted and the finalizer released %s after the CSV's deletion", operands, took.Round(10*time.Millisecond))
 }
