@@ -30,7 +30,14 @@ func (r *Recorder) Percentile(p float64) time.Duration {
 }
 
 // Report adds p50-ns and p99-ns metrics to the benchmark.
-func (r *Recorder) Report(b *testing.B) {
-	b.ReportMetric(float64(r.Percentile(50).Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(r.Percentile(99).Nanoseconds()), "p99-ns")
+func (r *Recorder) Report(b *testing.B) { r.ReportAs(b, "") }
+
+// ReportAs adds <name>-p50-ns and <name>-p99-ns metrics, for benchmarks that time several kinds
+// of operation in one loop (p50-ns and p99-ns with an empty name).
+func (r *Recorder) ReportAs(b *testing.B, name string) {
+	if name != "" {
+		name += "-"
+	}
+	b.ReportMetric(float64(r.Percentile(50).Nanoseconds()), name+"p50-ns")
+	b.ReportMetric(float64(r.Percentile(99).Nanoseconds()), name+"p99-ns")
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -12,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
 type fakeSubs struct {
@@ -19,8 +23,15 @@ type fakeSubs struct {
 	err  error
 }
 
-func (f fakeSubs) Subscriptions(context.Context, string) ([]Subscription, error) {
-	return f.subs, f.err
+// Subscriptions drops InstallPlanRef unless asked for it, as LiveSubscriptions does.
+func (f fakeSubs) Subscriptions(_ context.Context, _ string, withInstallPlanRef bool) ([]Subscription, error) {
+	out := slices.Clone(f.subs)
+	for i := range out {
+		if !withInstallPlanRef {
+			out[i].InstallPlanRef, out[i].InstallPlanRefUID = "", ""
+		}
+	}
+	return out, f.err
 }
 
 var ipKind = metav1.GroupVersionKind{Group: "operators.coreos.com", Version: "v1alpha1", Kind: "InstallPlan"}
@@ -120,32 +131,47 @@ func FuzzInstallPlanHandler(f *testing.F) {
 	})
 }
 
-// listRecorder is a client.Reader that records the options of its Lists.
+// listRecorder is a client.Reader that records its Lists' options and list type.
 type listRecorder struct {
 	client.Reader
 	opts *client.ListOptions
+	list client.ObjectList
 }
 
-func (r *listRecorder) List(_ context.Context, _ client.ObjectList, opts ...client.ListOption) error {
+func (r *listRecorder) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	r.opts = &client.ListOptions{}
 	r.opts.ApplyOptions(opts)
+	r.list = list
 	return nil
 }
 
 // By default the Subscriptions come from the apiserver's watch cache (resourceVersion "0"), which
-// skips the consistent read's wait; Consistent asks for a consistent read.
+// skips the consistent read's wait; Consistent asks for a consistent read. A CREATE's lookup reads
+// metadata only; an UPDATE's whole Subscriptions, for status.installPlanRef.
 func TestLiveSubscriptionsReadOptions(t *testing.T) {
 	for _, tc := range []struct {
-		consistent bool
-		wantRV     string
-	}{{false, "0"}, {true, ""}} {
+		consistent, withRef bool
+		wantRV              string
+		wantList            client.ObjectList
+	}{
+		{false, false, "0", &metav1.PartialObjectMetadataList{}},
+		{false, true, "0", &v1alpha1.SubscriptionList{}},
+		{true, false, "", &metav1.PartialObjectMetadataList{}},
+		{true, true, "", &v1alpha1.SubscriptionList{}},
+	} {
 		r := &listRecorder{}
-		if _, err := (LiveSubscriptions{Reader: r, Consistent: tc.consistent}).Subscriptions(context.Background(), "ns"); err != nil {
+		if _, err := (LiveSubscriptions{Reader: r, Consistent: tc.consistent}).Subscriptions(context.Background(), "ns", tc.withRef); err != nil {
 			t.Fatal(err)
 		}
 		got := r.opts.AsListOptions()
 		if r.opts.Namespace != "ns" || got.ResourceVersion != tc.wantRV {
 			t.Errorf("consistent=%v: namespace %q resourceVersion %q, want ns and %q", tc.consistent, r.opts.Namespace, got.ResourceVersion, tc.wantRV)
+		}
+		if fmt.Sprintf("%T", r.list) != fmt.Sprintf("%T", tc.wantList) {
+			t.Errorf("withInstallPlanRef=%v: listed into %T, want %T", tc.withRef, r.list, tc.wantList)
+		}
+		if m, ok := r.list.(*metav1.PartialObjectMetadataList); ok && m.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("SubscriptionList") {
+			t.Errorf("metadata list of %v, want Subscriptions", m.GroupVersionKind())
 		}
 	}
 }

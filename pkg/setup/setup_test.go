@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/internal/latency"
 	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
@@ -230,8 +231,10 @@ var (
 	benchErr   error
 )
 
-// BenchmarkLiveSubscriptionLookup measures the webhook's per-plan lookup: a live List of a
-// namespace with 10 Subscriptions from a local kube-apiserver.
+// BenchmarkLiveSubscriptionLookup measures the webhook's per-plan lookup from a local
+// kube-apiserver in a namespace with 10 installed Subscriptions: an InstallPlan CREATE's, which
+// lists metadata only (read=metadata), and an UPDATE's, which lists whole Subscriptions for their
+// installPlanRef (read=full; before, CREATEs read this way too).
 func BenchmarkLiveSubscriptionLookup(b *testing.B) {
 	if env == nil {
 		b.Skip("needs kube-apiserver and etcd")
@@ -241,18 +244,25 @@ func BenchmarkLiveSubscriptionLookup(b *testing.B) {
 	benchSetup.Do(func() {
 		benchErr = env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		for i := 0; i < 10 && benchErr == nil; i++ {
-			benchErr = env.Client.Create(ctx, newSubscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic))
+			benchErr = createInstalledSubscription(ctx, ns, i)
 		}
 	})
 	if benchErr != nil {
 		b.Fatal(benchErr)
 	}
 	l := mutate.LiveSubscriptions{Reader: env.Client}
-	b.ResetTimer()
-	for b.Loop() {
-		subs, err := l.Subscriptions(ctx, ns)
-		if err != nil || len(subs) != 10 {
-			b.Fatalf("%d %v", len(subs), err)
-		}
+	for _, full := range []bool{false, true} {
+		b.Run(map[bool]string{false: "read=metadata", true: "read=full"}[full], func(b *testing.B) {
+			var r latency.Recorder
+			for b.Loop() {
+				var subs []mutate.Subscription
+				var err error
+				r.Time(func() { subs, err = l.Subscriptions(ctx, ns, full) })
+				if err != nil || len(subs) != 10 || (subs[0].InstallPlanRef != "") != full {
+					b.Fatalf("%d %v %+v", len(subs), err, subs)
+				}
+			}
+			r.Report(b)
+		})
 	}
 }
