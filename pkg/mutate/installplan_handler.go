@@ -27,12 +27,14 @@ type SubscriptionLister interface {
 // Subscription created milliseconds before the plan (the #3199 window), which its own informer
 // cache does not guarantee.
 //
-// By default the List is served from the apiserver's watch cache (resourceVersion "0"). In OLM
-// issue #3199 the Subscription missing from the plan was already in OLM's informer when OLM
-// resolved it, and that informer is fed by the same watch cache, so the cache holds it. A
-// consistent List (Consistent) adds no such guarantee here but costs up to 100 ms per plan on
-// Kubernetes 1.31+, where it waits for the watch cache's progress notification
-// (docs/performance.md). The controller repairs any plan either read misses.
+// By default the List is served from the apiserver's watch cache (resourceVersion "0"). The
+// Subscription OLM issue #3199 leaves out of a plan is one OLM's resolver had just listed with a
+// consistent List before creating the plan (olm-facts.md §1.5). Kubernetes 1.31+ serves a
+// consistent List from that same watch cache once it has caught up with etcd, so the cache already
+// holds the Subscription when the plan arrives. A consistent List here (Consistent) costs up to
+// 100 ms per plan on 1.31+, where it waits for the cache's progress notification
+// (docs/performance.md). Before 1.31, or behind several apiservers, the cache can trail by a watch
+// event's delivery; the controller repairs any plan either read misses.
 type LiveSubscriptions struct {
 	Reader     client.Reader
 	Consistent bool

@@ -278,3 +278,60 @@ func hasCleanupFinalizer(csv *v1alpha1.ClusterServiceVersion) bool {
 	}
 	return false
 }
+
+var (
+	benchSetup sync.Once
+	benchErr   error
+)
+
+// BenchmarkLiveSubscriptionLookup measures the webhook's per-plan lookup from a local
+// kube-apiserver in a namespace with 10 installed Subscriptions: an InstallPlan CREATE's, which
+// lists metadata only (read=metadata), and an UPDATE's, which lists whole Subscriptions for their
+// installPlanRef (read=full; before, CREATEs read this way too), beside a GET of a Namespace.
+func BenchmarkLiveSubscriptionLookup(b *testing.B) {
+	if env == nil {
+		b.Skip("needs kube-apiserver and etcd")
+	}
+	ctx := context.Background()
+	ns := "bench-lookup"
+	benchSetup.Do(func() {
+		benchErr = env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		for i := 0; i < 10 && benchErr == nil; i++ {
+			benchErr = createInstalledSubscription(ctx, ns, i)
+		}
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	l := mutate.LiveSubscriptions{Reader: env.Client}
+	read := func(full bool) func() error {
+		return func() error {
+			subs, err := l.Subscriptions(ctx, ns, full)
+			if err == nil && (len(subs) != 10 || (subs[0].InstallPlanRef != "") != full) {
+				err = fmt.Errorf("read %d Subscriptions: %+v", len(subs), subs)
+			}
+			return err
+		}
+	}
+	for _, r := range []struct {
+		name string
+		read func() error
+	}{
+		{"read=metadata", read(false)},
+		{"read=full", read(true)},
+		// The cheapest request there is, for scale: what any request costs on this apiserver.
+		{"read=namespace-get", func() error { return env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}) }},
+	} {
+		b.Run(r.name, func(b *testing.B) {
+			var rec latency.Recorder
+			for b.Loop() {
+				var err error
+				rec.Time(func() { err = r.read() })
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			rec.Report(b)
+		})
+	}
+}

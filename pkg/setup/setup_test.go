@@ -18,8 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/internal/latency"
-	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
@@ -223,46 +221,5 @@ func TestSubscriptionPoliciesWarn(t *testing.T) {
 	all := strings.Join(w.msgs, "\n")
 	if !strings.Contains(all, `package "etcd" already has Subscription a`) || !strings.Contains(all, "every plan Manual") {
 		t.Fatalf("warnings = %q; want the duplicate-package and mixed-approval warnings", w.msgs)
-	}
-}
-
-var (
-	benchSetup sync.Once
-	benchErr   error
-)
-
-// BenchmarkLiveSubscriptionLookup measures the webhook's per-plan lookup from a local
-// kube-apiserver in a namespace with 10 installed Subscriptions: an InstallPlan CREATE's, which
-// lists metadata only (read=metadata), and an UPDATE's, which lists whole Subscriptions for their
-// installPlanRef (read=full; before, CREATEs read this way too).
-func BenchmarkLiveSubscriptionLookup(b *testing.B) {
-	if env == nil {
-		b.Skip("needs kube-apiserver and etcd")
-	}
-	ctx := context.Background()
-	ns := "bench-lookup"
-	benchSetup.Do(func() {
-		benchErr = env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		for i := 0; i < 10 && benchErr == nil; i++ {
-			benchErr = createInstalledSubscription(ctx, ns, i)
-		}
-	})
-	if benchErr != nil {
-		b.Fatal(benchErr)
-	}
-	l := mutate.LiveSubscriptions{Reader: env.Client}
-	for _, full := range []bool{false, true} {
-		b.Run(map[bool]string{false: "read=metadata", true: "read=full"}[full], func(b *testing.B) {
-			var r latency.Recorder
-			for b.Loop() {
-				var subs []mutate.Subscription
-				var err error
-				r.Time(func() { subs, err = l.Subscriptions(ctx, ns, full) })
-				if err != nil || len(subs) != 10 || (subs[0].InstallPlanRef != "") != full {
-					b.Fatalf("%d %v %+v", len(subs), err, subs)
-				}
-			}
-			r.Report(b)
-		})
 	}
 }
