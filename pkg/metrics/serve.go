@@ -3,7 +3,6 @@ package metrics
 import (
 	"crypto/tls"
 
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/olmguard/olmguard/internal/tlsconfig"
@@ -17,7 +16,7 @@ func ServerOptions(bindAddress string, secure bool) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: bindAddress}
 	if secure {
 		o.SecureServing = true
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.FilterProvider = AuthorizedOnly
 		o.TLSOpts = []func(*tls.Config){tlsconfig.Harden}
 	}
 	return o
