@@ -41,9 +41,9 @@ type LiveSubscriptions struct {
 }
 
 // Subscriptions lists the namespace's Subscriptions live. Without withInstallPlanRef it lists
-// their metadata only, which the apiserver sends as protobuf: at a tenth of a Subscription's size
-// (status carries every catalog's health and the conditions), this is most of a plan's admission
-// time saved (docs/performance.md).
+// their metadata only, which the apiserver sends as protobuf and without the status (every
+// catalog's health, the conditions): with 10 installed Subscriptions the lookup went from 5.4 to
+// 1.8 ms at p50 (docs/performance.md).
 func (l LiveSubscriptions) Subscriptions(ctx context.Context, namespace string, withInstallPlanRef bool) ([]Subscription, error) {
 	opts := []client.ListOption{client.InNamespace(namespace)}
 	if !l.Consistent {
