@@ -21,7 +21,6 @@ type fakeReviewer struct {
 	authnErr      error
 	authzErr      error
 	authns, authz int
-	lastVerb      string
 }
 
 func (f *fakeReviewer) Authenticate(_ context.Context, token string) (Caller, bool, error) {
@@ -35,7 +34,6 @@ func (f *fakeReviewer) Authenticate(_ context.Context, token string) (Caller, bo
 
 func (f *fakeReviewer) Authorize(_ context.Context, c Caller, verb, path string) (bool, error) {
 	f.authz++
-	f.lastVerb = verb
 	if f.authzErr != nil {
 		return false, f.authzErr
 	}

@@ -25,11 +25,12 @@ type fakeSubs struct {
 
 // Subscriptions drops InstallPlanRef unless asked for it, as LiveSubscriptions does.
 func (f fakeSubs) Subscriptions(_ context.Context, _ string, withInstallPlanRef bool) ([]Subscription, error) {
+	if withInstallPlanRef {
+		return f.subs, f.err
+	}
 	out := slices.Clone(f.subs)
 	for i := range out {
-		if !withInstallPlanRef {
-			out[i].InstallPlanRef, out[i].InstallPlanRefUID = "", ""
-		}
+		out[i].InstallPlanRef, out[i].InstallPlanRefUID = "", ""
 	}
 	return out, f.err
 }

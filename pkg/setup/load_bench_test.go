@@ -47,7 +47,8 @@ var loadNamespaces = map[string]string{"on": "load", "off": olmguard.DefaultName
 
 const noLookupNamespace = "load-no-lookup"
 
-// memoSubscriptions lists a namespace's Subscriptions live once, then answers from memory.
+// memoSubscriptions lists a namespace's whole Subscriptions live once (so it can answer a CREATE's
+// question and an UPDATE's), then answers from memory.
 type memoSubscriptions struct {
 	live mutate.SubscriptionLister
 	mu   sync.Mutex
