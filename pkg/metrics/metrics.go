@@ -19,6 +19,13 @@ var (
 		Name: "olmguard_webhook_lookup_errors_total",
 		Help: "Admission requests allowed unchanged because a lookup failed, by webhook.",
 	}, []string{"webhook"})
+	// SubscriptionReads counts the webhook's Subscription lookups by how they read: "consistent"
+	// (linearizable: sees every Subscription committed before the request) or "watch-cache" (may
+	// trail a write made a moment before; the controller repairs what such a read missed).
+	SubscriptionReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_webhook_subscription_reads_total",
+		Help: "Subscription lookups of the webhook by read: consistent, or watch-cache (may miss a Subscription committed a moment before; the controller repairs).",
+	}, []string{"webhook", "read"})
 	// InstallPlanRepairs counts InstallPlans the controller patched with missing Subscription owners.
 	InstallPlanRepairs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "olmguard_installplan_owner_repairs_total",
@@ -73,6 +80,6 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(Mutations, LookupErrors, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
+	metrics.Registry.MustRegister(Mutations, LookupErrors, SubscriptionReads, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
 		UnpackJobRepairs, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting)
 }

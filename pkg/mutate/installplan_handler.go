@@ -23,32 +23,56 @@ type SubscriptionLister interface {
 	Subscriptions(ctx context.Context, namespace string, withInstallPlanRef bool) ([]Subscription, error)
 }
 
-// LiveSubscriptions lists Subscriptions from the apiserver on every call. The webhook must see a
-// Subscription created milliseconds before the plan (the #3199 window), which its own informer
-// cache does not guarantee.
+// LiveSubscriptions lists Subscriptions from the apiserver on every call: the webhook must see a
+// Subscription created the moment before the plan (the OLM issue #3199 window), which no cache of
+// its own can promise.
 //
-// By default the List is served from the apiserver's watch cache (resourceVersion "0"). The
-// Subscription OLM issue #3199 leaves out of a plan is one OLM's resolver had just listed with a
-// consistent List before creating the plan (olm-facts.md §1.5). Kubernetes 1.31+ serves a
-// consistent List from that same watch cache once it has caught up with etcd, so the cache already
-// holds the Subscription when the plan arrives. A consistent List here (Consistent) costs up to
-// 100 ms per plan on 1.31+, where it waits for the cache's progress notification
-// (docs/performance.md). Before 1.31, or behind several apiservers, the cache can trail by a watch
-// event's delivery; the controller repairs any plan either read misses.
+// The F1 guarantee rests on the read being linearizable. The Subscription #3199 leaves out of a
+// plan was committed before OLM's resolver listed Subscriptions, so before the plan's CREATE was
+// sent (olm-facts.md §1.5). A consistent List (no resourceVersion, the default here) returns every
+// object committed before it began, on whichever apiserver serves it: Kubernetes 1.31+ serves it
+// from the watch cache once that cache has caught up with etcd's current revision, older versions
+// from etcd. A watch-cache read (WatchCache, resourceVersion "0") answers from what the serving
+// apiserver's cache has received so far, which can trail a write made a moment before, on that
+// apiserver or, behind several apiservers, on another one (test/ha shows both). Its answers are
+// counted as such (olmguard_webhook_subscription_reads_total{read="watch-cache"}) and the
+// controller repairs any plan a stale read missed once OLM points the Subscription at it.
 type LiveSubscriptions struct {
-	Reader     client.Reader
-	Consistent bool
+	Reader client.Reader
+	// WatchCache reads the serving apiserver's watch cache instead of a consistent List: cheaper
+	// for bursts of plans, but a Subscription committed a moment before can be missed.
+	WatchCache bool
+	// Webhook labels the read counter (default "installplans").
+	Webhook string
 }
+
+// Read names of olmguard_webhook_subscription_reads_total.
+const (
+	ReadConsistent = "consistent"
+	ReadWatchCache = "watch-cache"
+)
 
 // Subscriptions lists the namespace's Subscriptions live. Without withInstallPlanRef it lists
 // their metadata only, which the apiserver sends as protobuf and without the status (every
-// catalog's health, the conditions): with 10 installed Subscriptions the lookup went from 5.4 to
-// 1.8 ms at p50 (docs/performance.md).
+// catalog's health, the conditions): a smaller, faster answer (docs/performance.md).
 func (l LiveSubscriptions) Subscriptions(ctx context.Context, namespace string, withInstallPlanRef bool) ([]Subscription, error) {
 	opts := []client.ListOption{client.InNamespace(namespace)}
-	if !l.Consistent {
-		opts = append(opts, fromWatchCache())
+	read := ReadConsistent
+	if l.WatchCache {
+		opts, read = append(opts, fromWatchCache()), ReadWatchCache
 	}
+	webhook := l.Webhook
+	if webhook == "" {
+		webhook = installPlansWebhook
+	}
+	subs, err := l.list(ctx, withInstallPlanRef, opts)
+	if err == nil {
+		metrics.SubscriptionReads.WithLabelValues(webhook, read).Inc()
+	}
+	return subs, err
+}
+
+func (l LiveSubscriptions) list(ctx context.Context, withInstallPlanRef bool, opts []client.ListOption) ([]Subscription, error) {
 	if withInstallPlanRef {
 		list := &v1alpha1.SubscriptionList{}
 		if err := l.Reader.List(ctx, list, opts...); err != nil {

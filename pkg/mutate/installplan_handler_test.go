@@ -9,12 +9,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
@@ -146,27 +148,33 @@ func (r *listRecorder) List(_ context.Context, list client.ObjectList, opts ...c
 	return nil
 }
 
-// By default the Subscriptions come from the apiserver's watch cache (resourceVersion "0"), which
-// skips the consistent read's wait; Consistent asks for a consistent read. A CREATE's lookup reads
-// metadata only; an UPDATE's whole Subscriptions, for status.installPlanRef.
+// By default the Subscriptions come from a consistent List (no resourceVersion), which sees every
+// Subscription committed before it; WatchCache reads the apiserver's watch cache (resourceVersion
+// "0"). Each read is counted by kind. A CREATE's lookup reads metadata only; an UPDATE's whole
+// Subscriptions, for status.installPlanRef.
 func TestLiveSubscriptionsReadOptions(t *testing.T) {
 	for _, tc := range []struct {
-		consistent, withRef bool
-		wantRV              string
+		watchCache, withRef bool
+		wantRV, wantRead    string
 		wantList            client.ObjectList
 	}{
-		{false, false, "0", &metav1.PartialObjectMetadataList{}},
-		{false, true, "0", &v1alpha1.SubscriptionList{}},
-		{true, false, "", &metav1.PartialObjectMetadataList{}},
-		{true, true, "", &v1alpha1.SubscriptionList{}},
+		{false, false, "", ReadConsistent, &metav1.PartialObjectMetadataList{}},
+		{false, true, "", ReadConsistent, &v1alpha1.SubscriptionList{}},
+		{true, false, "0", ReadWatchCache, &metav1.PartialObjectMetadataList{}},
+		{true, true, "0", ReadWatchCache, &v1alpha1.SubscriptionList{}},
 	} {
 		r := &listRecorder{}
-		if _, err := (LiveSubscriptions{Reader: r, Consistent: tc.consistent}).Subscriptions(context.Background(), "ns", tc.withRef); err != nil {
+		counter := metrics.SubscriptionReads.WithLabelValues("installplans", tc.wantRead)
+		before := testutil.ToFloat64(counter)
+		if _, err := (LiveSubscriptions{Reader: r, WatchCache: tc.watchCache}).Subscriptions(context.Background(), "ns", tc.withRef); err != nil {
 			t.Fatal(err)
+		}
+		if got := testutil.ToFloat64(counter) - before; got != 1 {
+			t.Errorf("watchCache=%v: %s reads counted %v times, want 1", tc.watchCache, tc.wantRead, got)
 		}
 		got := r.opts.AsListOptions()
 		if r.opts.Namespace != "ns" || got.ResourceVersion != tc.wantRV {
-			t.Errorf("consistent=%v: namespace %q resourceVersion %q, want ns and %q", tc.consistent, r.opts.Namespace, got.ResourceVersion, tc.wantRV)
+			t.Errorf("watchCache=%v: namespace %q resourceVersion %q, want ns and %q", tc.watchCache, r.opts.Namespace, got.ResourceVersion, tc.wantRV)
 		}
 		if fmt.Sprintf("%T", r.list) != fmt.Sprintf("%T", tc.wantList) {
 			t.Errorf("withInstallPlanRef=%v: listed into %T, want %T", tc.withRef, r.list, tc.wantList)

@@ -32,13 +32,14 @@ type Webhook struct {
 	// CleanupUsers may remove olmguard.io/cleanup while a cleanup is pending.
 	CleanupUsers []string
 	// ConsistentSubscriptionReads makes the InstallPlan webhook list Subscriptions with a
-	// consistent read instead of from the apiserver's watch cache (mutate.LiveSubscriptions).
+	// consistent read (the default, which F1's guarantee rests on); false reads the apiserver's
+	// watch cache (mutate.LiveSubscriptions).
 	ConsistentSubscriptionReads bool
 }
 
 // DefaultWebhook returns the flag defaults.
 func DefaultWebhook() Webhook {
-	return Webhook{Policies: validate.DefaultPolicies(), UnpackJobTTL: 10 * time.Minute, CleanupUsers: validate.DefaultCleanupUsers}
+	return Webhook{Policies: validate.DefaultPolicies(), UnpackJobTTL: 10 * time.Minute, CleanupUsers: validate.DefaultCleanupUsers, ConsistentSubscriptionReads: true}
 }
 
 // BindFlags registers the policy flags and --unpack-job-ttl.
@@ -46,7 +47,7 @@ func (w *Webhook) BindFlags(fs *flag.FlagSet) {
 	w.Policies.BindFlags(fs)
 	fs.DurationVar(&w.UnpackJobTTL, "unpack-job-ttl", w.UnpackJobTTL, "ttlSecondsAfterFinished given to bundle unpack Jobs OLM creates without one (0 leaves them as they are)")
 	fs.Var(userList{&w.CleanupUsers}, "cleanup-finalizer-users", "comma-separated users allowed to remove olmguard.io/cleanup during a cleanup: the controller's identity")
-	fs.BoolVar(&w.ConsistentSubscriptionReads, "consistent-subscription-reads", w.ConsistentSubscriptionReads, "list an InstallPlan's Subscriptions with a consistent read rather than from the apiserver's watch cache (adds up to 100 ms per plan on Kubernetes 1.31+)")
+	fs.BoolVar(&w.ConsistentSubscriptionReads, "consistent-subscription-reads", w.ConsistentSubscriptionReads, "list an InstallPlan's Subscriptions with a consistent read, which finds every Subscription committed before the plan on any apiserver; false reads the serving apiserver's watch cache, which is cheaper under bursts of plans but can miss a Subscription created a moment before (the controller then repairs the plan)")
 }
 
 // Handlers returns the handler of every admission path olmguard implements. Lookups read the
@@ -55,7 +56,7 @@ func (w *Webhook) BindFlags(fs *flag.FlagSet) {
 func (w Webhook) Handlers() map[string]webhook.HandlerFactory {
 	return map[string]webhook.HandlerFactory{
 		olmguard.MutateInstallPlansPath: func(mgr manager.Manager) (admission.Handler, error) {
-			return &mutate.InstallPlanHandler{Subscriptions: mutate.LiveSubscriptions{Reader: mgr.GetAPIReader(), Consistent: w.ConsistentSubscriptionReads}}, nil
+			return &mutate.InstallPlanHandler{Subscriptions: mutate.LiveSubscriptions{Reader: mgr.GetAPIReader(), WatchCache: !w.ConsistentSubscriptionReads}}, nil
 		},
 		olmguard.MutateJobsPath: func(mgr manager.Manager) (admission.Handler, error) {
 			return &mutate.JobHandler{TTL: w.UnpackJobTTL, Catalogs: mutate.LiveCatalogNamespaces{Reader: mgr.GetAPIReader()}}, nil
