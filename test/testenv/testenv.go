@@ -4,11 +4,19 @@
 package testenv
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,7 +37,7 @@ type Env struct {
 	Config *rest.Config
 	Client client.Client
 	Scheme *runtime.Scheme
-	env    *envtest.Environment
+	stop   func() error
 }
 
 // Scheme returns a scheme with the built-in kinds, CRDs and OLM's typed views.
@@ -65,7 +73,19 @@ func Start(tb testing.TB) *Env {
 	return e
 }
 
+// StartTimeout and StopTimeout bound starting or stopping a control plane process and waiting for
+// what a start brings (the default namespace, the CRDs served): Patience, since a slow, busy
+// machine takes its time and only a hang should fail.
+const (
+	StartTimeout = Patience
+	StopTimeout  = Patience
+)
+
 // StartWith starts a control plane from binaries in dir with the given CRDs (nil: CRDs()).
+//
+// It does what envtest.Environment.Start does, with StartTimeout for every wait: the Environment
+// gives each process 20 s to start, the default namespace 5 s to appear (not configurable) and the
+// CRDs 10 s to be served, which a busy machine can exceed.
 func StartWith(dir string, defs []*apiextensionsv1.CustomResourceDefinition) (*Env, error) {
 	if defs == nil {
 		var err error
@@ -73,23 +93,53 @@ func StartWith(dir string, defs []*apiextensionsv1.CustomResourceDefinition) (*E
 			return nil, err
 		}
 	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: dir,
-		CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: defs},
-		ErrorIfCRDPathMissing: true,
+	plane := &envtest.ControlPlane{
+		Etcd:      &envtest.Etcd{Path: filepath.Join(dir, "etcd"), StartTimeout: StartTimeout, StopTimeout: StopTimeout},
+		APIServer: &envtest.APIServer{Path: filepath.Join(dir, "kube-apiserver"), StartTimeout: StartTimeout, StopTimeout: StopTimeout},
 	}
-	cfg, err := env.Start()
+	// As the Environment does: a start can fail on a port taken in between by another process.
+	var err error
+	for range 5 {
+		if err = plane.Start(); err == nil {
+			break
+		}
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
+	e, err := prepare(plane, defs)
+	if err != nil {
+		return nil, errors.Join(err, plane.Stop())
+	}
+	return e, nil
+}
+
+// prepare connects to a started control plane as an administrator, waits for the default
+// namespace and installs the CRDs.
+func prepare(plane *envtest.ControlPlane, defs []*apiextensionsv1.CustomResourceDefinition) (*Env, error) {
+	// Tests create many objects at once: no client-side throttling, as the Environment does.
+	admin, err := plane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, &rest.Config{QPS: 1000, Burst: 2000})
+	if err != nil {
+		return nil, fmt.Errorf("provisioning the admin user: %w", err)
+	}
+	cfg := admin.Config()
 	s := Scheme()
 	c, err := client.New(cfg, client.Options{Scheme: s})
 	if err != nil {
-		_ = env.Stop()
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: c, Scheme: s, env: env}, nil
+	// The apiserver creates it a moment after it reports healthy.
+	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, StartTimeout, true, func(ctx context.Context) (bool, error) {
+		return c.Get(ctx, types.NamespacedName{Name: corev1.NamespaceDefault}, &corev1.Namespace{}) == nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the default namespace never appeared: %w", err)
+	}
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: defs, MaxTime: StartTimeout, PollInterval: 100 * time.Millisecond}); err != nil {
+		return nil, fmt.Errorf("installing the CRDs: %w", err)
+	}
+	return &Env{Config: cfg, Client: c, Scheme: s, stop: plane.Stop}, nil
 }
 
 // Stop stops the control plane.
-func (e *Env) Stop() error { return e.env.Stop() }
+func (e *Env) Stop() error { return e.stop() }
