@@ -247,7 +247,7 @@ func TestRotatorRenewsWhileRunning(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Start(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for {
 		got, _ := os.ReadFile(filepath.Join(opts.CertDir, "tls.crt"))
 		if len(got) > 0 && !bytes.Equal(got, first.Cert) {
@@ -284,39 +284,68 @@ func TestRotatorWaitsForTrustBeforeServingNewCA(t *testing.T) {
 	opts.CADuration, opts.CertDuration = 3*time.Hour, time.Hour
 	opts.CertDir = t.TempDir()
 	opts.Now = clk.Now
-	opts.TrustDelay = time.Minute // the first sync must not wait it
+	// A pause no test outlasts: a sync that waits it ends only when its context does.
+	opts.TrustDelay = time.Hour
 	r, err := certs.NewRotator(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	syncCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	syncCtx, cancel := context.WithTimeout(ctx, testenv.Patience)
 	first, err := r.Sync(syncCtx)
 	cancel()
 	if err != nil {
-		t.Fatalf("first sync, nothing served yet: %v", err)
+		t.Fatalf("first sync, nothing served yet: %v (it must not wait the trust delay)", err)
 	}
 
-	opts.TrustDelay = 3 * time.Second
-	if r, err = certs.NewRotator(c, opts); err != nil {
-		t.Fatal(err)
+	served := func() []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(opts.CertDir, "tls.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	clk.Set(clk.Now().Add(150 * time.Minute)) // past 2/3 of the CA's lifetime: a rollover
+	// A rollover: the new CA is injected, then the sync pauses with the old files still served.
+	clk.Set(clk.Now().Add(150 * time.Minute)) // past 2/3 of the CA's lifetime
+	pausedCtx, stopPause := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, err := r.Sync(ctx); done <- err }()
-	deadline := time.Now().Add(20 * time.Second)
+	go func() { _, err := r.Sync(pausedCtx); done <- err }()
+	deadline := time.Now().Add(testenv.Patience)
 	for bytes.Equal(caBundleOf(t, c, cfgName), first.CACert) {
 		if time.Now().After(deadline) {
 			t.Fatal("the new CA was never injected")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if served, _ := os.ReadFile(filepath.Join(opts.CertDir, "tls.crt")); !bytes.Equal(served, first.Cert) {
+	if !bytes.Equal(served(), first.Cert) {
 		t.Fatal("the certificate of the new CA was written as soon as its CA was injected")
 	}
-	if err := <-done; err != nil {
+	// Ended during its pause, the sync has written nothing.
+	stopPause()
+	if err := <-done; err == nil {
+		t.Fatal("a sync ended during its trust delay reported success")
+	}
+	if !bytes.Equal(served(), first.Cert) {
+		t.Fatal("a sync ended during its trust delay wrote the certificate of the new CA")
+	}
+
+	// With a short pause, the next rollover's sync writes the new certificate once it is over.
+	opts.TrustDelay = time.Second
+	if r, err = certs.NewRotator(c, opts); err != nil {
 		t.Fatal(err)
 	}
-	if served, _ := os.ReadFile(filepath.Join(opts.CertDir, "tls.crt")); bytes.Equal(served, first.Cert) {
+	clk.Set(clk.Now().Add(130 * time.Minute)) // past 2/3 of the lifetime of the CA of the first rollover
+	before := served()
+	began := time.Now()
+	syncCtx, cancel = context.WithTimeout(ctx, testenv.Patience)
+	defer cancel()
+	if _, err := r.Sync(syncCtx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took < opts.TrustDelay {
+		t.Errorf("the sync returned after %s, before its %s trust delay", took, opts.TrustDelay)
+	}
+	if bytes.Equal(served(), before) {
 		t.Fatal("the new certificate was not written after the pause")
 	}
 }
