@@ -134,12 +134,12 @@ func started(t *testing.T, s *webhook.Server, healthPort int) {
 			if err != nil {
 				t.Errorf("Start returned %v after cancel, want nil", err)
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("the server did not stop within 30s")
+		case <-time.After(testenv.Patience):
+			t.Errorf("the server did not stop within %s", testenv.Patience)
 		}
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for {
 		select {
 		case err := <-done:
@@ -153,7 +153,7 @@ func started(t *testing.T, s *webhook.Server, healthPort int) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("/readyz did not answer 200 within 60s")
+			t.Fatalf("/readyz did not answer 200 within %s", testenv.Patience)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -183,7 +183,7 @@ func installPlan(ns string) *v1alpha1.InstallPlan {
 // applies a new webhook configuration a moment after it is written. Every create must succeed.
 func eventually(t *testing.T, c client.Client, r *recorder, path string, make func() client.Object) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for {
 		obj := make()
 		if err := c.Create(context.Background(), obj); err != nil {
@@ -460,14 +460,14 @@ func TestCertDirHotReload(t *testing.T) {
 	if err := certs.WriteFiles(dir, second); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for {
 		leaf, err := served(second, &tls.Config{})
 		if err == nil && bytes.Equal(leaf.Raw, mustLeaf(t, second).Raw) && bytes.Equal(caBundle(), second.CACert) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the replaced certificate was not picked up within 30s (last error: %v)", err)
+			t.Fatalf("the replaced certificate was not picked up within %s (last error: %v)", testenv.Patience, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
