@@ -26,7 +26,7 @@ import (
 // no token 401, a ServiceAccount without the permission 403, with get on /metrics 200.
 func TestMetricsNeedAuthorization(t *testing.T) {
 	env := testenv.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testenv.Patience)
 	defer cancel()
 	port := freePort(t)
 	o := controller.DefaultOptions()
@@ -57,7 +57,7 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 		}
 		return tr.Status.Token
 	}
-	httpc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	httpc := &http.Client{Timeout: testenv.Patience, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	get := func(token string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
 		if token != "" {
@@ -75,7 +75,9 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 		t.Helper()
 		var code int
 		var body string
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		// Within Patience: the filter caches a denial for 30 s, so a request that came before the
+		// apiserver saw a new binding is answered 403 until then.
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(context.Context) (bool, error) {
 			code, body = get(token)
 			return code == want, nil
 		})

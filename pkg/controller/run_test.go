@@ -63,8 +63,8 @@ func TestRunWithLeaderElection(t *testing.T) {
 	case <-leading:
 	case err := <-done:
 		t.Fatalf("Run returned early: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("the reconciler did not start within 60s")
+	case <-time.After(testenv.Patience):
+		t.Fatalf("the reconciler did not start within %s", testenv.Patience)
 	}
 	lease := &coordinationv1.Lease{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "olmguard-le", Name: olmguard.ControllerLeaderElectionID}, lease); err != nil {
@@ -73,7 +73,7 @@ func TestRunWithLeaderElection(t *testing.T) {
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 		t.Error("the Lease has no holder")
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
 		if err == nil {
@@ -94,8 +94,8 @@ func TestRunWithLeaderElection(t *testing.T) {
 		if err != nil {
 			t.Errorf("Run returned %v after cancel, want nil", err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of cancel")
+	case <-time.After(testenv.Patience):
+		t.Fatalf("Run did not return within %s of cancel", testenv.Patience)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
 		t.Fatal(err)
