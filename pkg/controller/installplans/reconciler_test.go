@@ -43,7 +43,7 @@ func hasOwner(ip *v1alpha1.InstallPlan, uid types.UID) bool {
 // The #3199 interleaving with no webhook: the controller adds the missing owner, appending.
 func TestRepairsPlanMissingOwner(t *testing.T) {
 	requireEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testenv.Patience)
 	defer cancel()
 	sim, err := olmsim.Start(ctx, env.Config, env.Scheme, olmsim.Options{CompleteJobs: true})
 	if err != nil {
@@ -59,7 +59,7 @@ func TestRepairsPlanMissingOwner(t *testing.T) {
 	}
 	ip, a, b := r.Plan, r.Manual, r.Auto
 	var got v1alpha1.InstallPlan
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ip), &got); err != nil {
 			return false, err
 		}
@@ -81,7 +81,7 @@ func TestRepairsPlanMissingOwner(t *testing.T) {
 // A plan whose first status is not written yet is left alone, even when a Subscription names it.
 func TestNoPatchBeforeFirstStatus(t *testing.T) {
 	requireEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testenv.Patience)
 	defer cancel()
 	ns := "f1-wait"
 	sim, err := olmsim.New(env.Config, env.Scheme, olmsim.Options{})
@@ -107,7 +107,7 @@ func TestNoPatchBeforeFirstStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	rv := ip.ResourceVersion
-	time.Sleep(2 * time.Second) // the reconciler has seen both objects by now
+	reconciledUpTo(t, ctx, ns)
 	fresh := &v1alpha1.InstallPlan{}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ip), fresh); err != nil {
 		t.Fatal(err)
@@ -121,10 +121,44 @@ func TestNoPatchBeforeFirstStatus(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, ip); err != nil {
 		t.Fatalf("OLM's first status write failed: %v", err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		return hasOwner(fresh, sub.UID), env.Client.Get(ctx, client.ObjectKeyFromObject(ip), fresh)
 	})
 	if err != nil {
 		t.Fatalf("plan not repaired after its status was written: %v", fresh.OwnerReferences)
+	}
+}
+
+// reconciledUpTo is a barrier: it writes, in namespace ns, a plan with its first status and then a
+// Subscription naming it, and waits until the reconciler has repaired that plan. The reconciler
+// works through its queue in order, so every request queued before the Subscription's event, the
+// events of the objects written before included, has been reconciled by then.
+func reconciledUpTo(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
+	ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "marker-", Namespace: ns},
+		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"marker.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true, Generation: 1}}
+	if err := env.Client.Create(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	ip.Status = v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseInstalling, CatalogSources: []string{"c"},
+		Plan: []*v1alpha1.Step{{Resolving: "marker.v1", Status: "Unknown", Resource: v1alpha1.StepResource{Kind: "ClusterServiceVersion", Name: "marker.v1"}}}}
+	if err := env.Client.Status().Update(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{GenerateName: "marker-", Namespace: ns},
+		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "c", CatalogSourceNamespace: "olm", Package: "marker"}}
+	if err := env.Client.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	sub.Status.InstallPlanRef = &corev1.ObjectReference{Kind: "InstallPlan", Name: ip.Name, Namespace: ns, UID: ip.UID}
+	sub.Status.LastUpdated = metav1.Now()
+	if err := env.Client.Status().Update(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
+		return hasOwner(ip, sub.UID), env.Client.Get(ctx, client.ObjectKeyFromObject(ip), ip)
+	})
+	if err != nil {
+		t.Fatalf("marker plan %s/%s not repaired: %v", ns, ip.Name, err)
 	}
 }
