@@ -48,7 +48,7 @@ func events(ctx context.Context, t *testing.T, ns, name, reason string) []corev1
 
 func poll(ctx context.Context, t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, cond); err != nil {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, cond); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 }
@@ -72,7 +72,7 @@ func startSim(ctx context.Context, t *testing.T) (*olmsim.Sim, *olmsim.Catalog) 
 // Subscription keeps InstallPlanPending. Past the window: a Warning, the owner repair and a nudge;
 // OLM's syncer then clears the condition and the drift is announced resolved.
 func TestStaleSubscriptionIsReportedRepairedAndNudged(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*testenv.Patience)
 	defer cancel()
 	sim, cat := startSim(ctx, t)
 	ns := "drift-stale"
@@ -121,7 +121,7 @@ func TestStaleSubscriptionIsReportedRepairedAndNudged(t *testing.T) {
 // A Subscription that stays in drift (OLM down: no syncer) is nudged again, with back-off, and
 // reported once.
 func TestPersistentDriftIsNudgedAgainAndReportedOnce(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testenv.Patience)
 	defer cancel()
 	sim, cat := startSim(ctx, t)
 	ns := "drift-persistent"
@@ -160,6 +160,10 @@ func TestPersistentDriftIsNudgedAgainAndReportedOnce(t *testing.T) {
 	poll(ctx, t, "second nudge", func(ctx context.Context) (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(sub), fresh)
 		return fresh.Annotations[olmguard.ResyncAnnotation] != first, err
+	})
+	// Events are written asynchronously: the report's, made before the first nudge, may lag.
+	poll(ctx, t, "drift reported", func(ctx context.Context) (bool, error) {
+		return len(events(ctx, t, ns, sub.Name, subscriptiondrift.ReasonDrift)) > 0, nil
 	})
 	if n := len(events(ctx, t, ns, sub.Name, subscriptiondrift.ReasonDrift)); n != 1 {
 		t.Errorf("%d drift events, want 1 (one per episode)", n)
