@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +22,7 @@ func TestMain(m *testing.M) { testenv.Main(m, nil) }
 // progress; kinds the caller may not read are skipped, not silently passed.
 func TestAudit(t *testing.T) {
 	env := testenv.Shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	opts := doctor.DefaultOptions()
 
