@@ -120,15 +120,15 @@ func SIGTERMStopsCleanly(t *testing.T, args func(kubeconfig string, health int) 
 		if err != nil {
 			t.Errorf("exit after SIGTERM: %v\n%s", err, out.String())
 		}
-	case <-time.After(60 * time.Second):
+	case <-time.After(testenv.Patience):
 		_ = cmd.Process.Kill()
-		t.Fatalf("still running 60s after SIGTERM\n%s", out.String())
+		t.Fatalf("still running %s after SIGTERM\n%s", testenv.Patience, out.String())
 	}
 }
 
 func waitReady(t *testing.T, port int, exited <-chan error, out *bytes.Buffer) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for {
 		select {
 		case err := <-exited:
@@ -142,7 +142,7 @@ func waitReady(t *testing.T, port int, exited <-chan error, out *bytes.Buffer) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not ready within 60s\n%s", out.String())
+			t.Fatalf("not ready within %s\n%s", testenv.Patience, out.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
