@@ -16,6 +16,7 @@ import (
 
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // CreateOperatorGroup creates an OperatorGroup as a user would (targets empty: all namespaces)
@@ -89,7 +90,7 @@ func (s *Sim) ApproveInstallPlan(ctx context.Context, ns, name string) error {
 func (s *Sim) Install(ctx context.Context, ns string, approve bool) (*v1alpha1.InstallPlan, error) {
 	var last *v1alpha1.InstallPlan
 	quiet := 0 // passes in a row that made no plan: OLM requeues after a pass that only moved states
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		// The olm-operator syncs CSVs all the time; like OLM, a write that lost a race (409) is
 		// retried on the next pass.
 		if err := s.SyncCSVs(ctx, ns); err != nil && !apierrors.IsConflict(err) {
@@ -138,7 +139,7 @@ func (s *Sim) Install(ctx context.Context, ns string, approve bool) (*v1alpha1.I
 }
 
 func waitCRDEstablished(ctx context.Context, c client.Client, name string) error {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := c.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
 			return false, client.IgnoreNotFound(err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -24,7 +23,7 @@ var seq atomic.Int32
 func newSim(t *testing.T, v olmsim.Version) (*olmsim.Sim, context.Context) {
 	t.Helper()
 	env = testenv.Shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testenv.Patience)
 	t.Cleanup(cancel)
 	ns := fmt.Sprintf("olm-%d", seq.Add(1))
 	sim, err := olmsim.Start(ctx, env.Config, env.Scheme, olmsim.Options{Version: v, Namespace: ns, CompleteJobs: true})

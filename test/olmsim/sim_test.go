@@ -14,6 +14,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // An upgrade v1 -> v2 -> v3 as OLM does it: the new CSV's spec.replaces names the installed one,
@@ -54,7 +55,7 @@ func TestSimUpgradeChainDeletesReplacedCSVs(t *testing.T) {
 		if csv.Spec.Replaces != prev || csv.Status.Phase != v1alpha1.CSVPhaseSucceeded {
 			t.Fatalf("%s: replaces %q phase %q, want replaces %s and Succeeded", next, csv.Spec.Replaces, csv.Status.Phase, prev)
 		}
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 			err := sim.Admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: prev}, &v1alpha1.ClusterServiceVersion{})
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})
@@ -122,7 +123,7 @@ func TestSimRecreatesDeletedCatalogPod(t *testing.T) {
 	if err := sim.Admin.Delete(ctx, &first, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(context.Context) (bool, error) {
 		for _, p := range list() {
 			if p.UID != first.UID && p.DeletionTimestamp == nil {
 				return true, nil

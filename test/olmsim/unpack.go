@@ -20,6 +20,7 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // defaultUnpackTimeoutSeconds is the catalog-operator's --bundle-unpack-timeout default (10m).
@@ -313,7 +314,7 @@ func (s *Sim) stepsFor(r resolution, res UnpackResult) []*v1alpha1.Step {
 // requeues do, and returns the last result.
 func (s *Sim) WaitUnpacked(ctx context.Context, cat *Catalog, b *Bundle, subNamespace string) (UnpackResult, error) {
 	var res UnpackResult
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		var err error
 		res, err = s.UnpackBundle(ctx, cat, b, subNamespace)
 		if err != nil {
