@@ -287,7 +287,7 @@ func serving(ctx context.Context, kubeconfig string) bool {
 
 func (c *Cluster) waitServing(ctx context.Context) error {
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		_, last = c.Clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return last == nil, nil
 	})
@@ -300,7 +300,7 @@ func (c *Cluster) waitServing(ctx context.Context) error {
 // waitServiceAccount waits for kube-controller-manager to create the namespace's default
 // ServiceAccount: before that, the ServiceAccount admission plugin rejects pods.
 func (c *Cluster) waitServiceAccount(ctx context.Context, namespace string) error {
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		_, err := c.Clientset.CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})

@@ -14,6 +14,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
+
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // Component names, as kwokctl calls them.
@@ -106,7 +108,7 @@ func (c *Cluster) StopComponent(ctx context.Context, name string) error {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
 			return fmt.Errorf("stopping %s: %w", name, err)
 		}
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, testenv.Patience, true, func(context.Context) (bool, error) {
 			return !processAlive(pid), nil
 		})
 		if err != nil {

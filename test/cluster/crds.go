@@ -61,7 +61,7 @@ func (c *Cluster) applyCRD(ctx context.Context, crd *apiextensionsv1.CustomResou
 
 func (c *Cluster) waitEstablished(ctx context.Context, name string) error {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
 			return false, nil
 		}

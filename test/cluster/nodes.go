@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 var zones = []string{"zone-a", "zone-b", "zone-c"}
@@ -149,11 +151,11 @@ func readyCondition(n *corev1.Node) corev1.ConditionStatus {
 
 // WaitNodeReady waits until the node is ready for work (ready: see NodeReady) or until its Ready
 // condition is no longer True (!ready: Unknown once kube-controller-manager noticed the missing
-// heartbeats). Without a deadline on ctx it gives up after 2 minutes.
+// heartbeats). Without a deadline on ctx it gives up after testenv.Patience.
 func (c *Cluster) WaitNodeReady(ctx context.Context, name string, ready bool) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+		ctx, cancel = context.WithTimeout(ctx, testenv.Patience)
 		defer cancel()
 	}
 	node := &corev1.Node{}
