@@ -18,6 +18,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // Leftovers counts the cluster-scoped objects of an uninstalled operator that are still there.
@@ -151,7 +152,7 @@ func Replay3210(ctx context.Context, sim *olmsim.Sim, first, second string) erro
 	// that just restarted (another test restarts kube-controller-manager) can take more than the
 	// three seconds three syncs used to allow for the unpack.
 	var err error
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for tries := 0; tries < 3; {
 		var ip *v1alpha1.InstallPlan
 		ip, err = sim.SyncNamespace(ctx, second)

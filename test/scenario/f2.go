@@ -11,6 +11,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // StaleRun is one replay of the F2 consequence of OLM issue #3199.
@@ -30,7 +31,7 @@ func ReplayStaleSubscription(ctx context.Context, sim *olmsim.Sim, cat *olmsim.C
 	if r.F1Run, err = Replay3199(ctx, sim, cat, ns); err != nil {
 		return r, err
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		s := &v1alpha1.Subscription{}
 		err := sim.Admin.Get(ctx, client.ObjectKeyFromObject(r.Auto), s)
 		c := s.Status.GetCondition(v1alpha1.SubscriptionInstallPlanPending)
