@@ -19,6 +19,9 @@ func TestFlagDefaults(t *testing.T) {
 		"health-probe-bind-address": ":8081", "metrics-bind-address": ":8080",
 		"catalog-pod-grace": "30s", "catalog-pod-deletions-per-minute": "10", "cleanup-timeout": "10m0s",
 		"operand-cleanup": "opt-in", "drift-window": "30s", "unpack-job-ttl": "10m0s",
+		// A leader rides out a kube-apiserver outage of up to about 40 s (TestAPIServerRestart in
+		// test/e2e runs with a longer renew deadline, whatever the restart takes).
+		"leader-elect-lease-duration": "1m0s", "leader-elect-renew-deadline": "40s", "leader-elect-retry-period": "5s",
 	} {
 		f := fs.Lookup(name)
 		if f == nil {
