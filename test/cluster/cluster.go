@@ -276,7 +276,7 @@ func serving(ctx context.Context, kubeconfig string) bool {
 	if err != nil {
 		return false
 	}
-	cfg.Timeout = 3 * time.Second
+	cfg.Timeout = testenv.Patience
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return false
