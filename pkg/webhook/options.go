@@ -44,6 +44,9 @@ type Options struct {
 	// RegisterURL, when set, makes the server create or update olmguard's webhook configurations
 	// to call RegisterURL + path (out-of-cluster use). Otherwise manifests provide them.
 	RegisterURL string
+	// RegisterTimeoutSeconds is the timeoutSeconds of the configurations RegisterURL registers
+	// (0: registration.DefaultTimeoutSeconds).
+	RegisterTimeoutSeconds int32
 
 	// Handlers maps admission paths to their handlers. A path without one allows everything.
 	Handlers map[string]HandlerFactory

@@ -235,6 +235,9 @@ func (c *caWatcher) Start(ctx context.Context) error {
 func (s *Server) registerWith(ctx context.Context, caBundle []byte) error {
 	ro := registration.DefaultOptions()
 	ro.Namespace, ro.ServiceName, ro.URL, ro.CABundle = s.opts.Namespace, s.opts.ServiceName, s.opts.RegisterURL, caBundle
+	if s.opts.RegisterTimeoutSeconds != 0 {
+		ro.TimeoutSeconds = s.opts.RegisterTimeoutSeconds
+	}
 	return registration.Apply(ctx, s.direct, ro)
 }
 
