@@ -110,8 +110,10 @@ func namespace(t *testing.T, name string) string {
 	return name
 }
 
-// The lookup reads the apiserver's watch cache, not the webhook's own: a Subscription created the
-// moment before a plan is its owner (300 of 300 in a row on a loaded 2-core machine).
+// The F1 guarantee on one apiserver (docs/f1-guarantee.md): a Subscription whose create has
+// returned is committed, so the consistent read of the plan's admission finds it, however little
+// time passes in between and however busy the machine. (With the watch-cache read this failed by
+// chance under load; test/ha shows it failing every time when the cache is held behind.)
 func TestSubscriptionCreatedJustBeforePlanOwnsIt(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
