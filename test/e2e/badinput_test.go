@@ -37,6 +37,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
 	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 const (
@@ -351,7 +352,7 @@ func TestBadInputAnsweredClearly(t *testing.T) {
 	// The Job webhook renames unpack Jobs only where a CatalogSource exists, as read from the
 	// apiserver's watch cache: wait until it sees the one just created.
 	jobs := tgs[olmguard.MutateJobsPath]
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(context.Context) (bool, error) {
 		_, raw := postReview(t, hc, urls[olmguard.MutateJobsPath], "application/json", marshalBody(t, jobs.review("badinput-catalog", "")))
 		return bytes.Contains(raw, []byte(`"patch"`)), nil
 	}); err != nil {

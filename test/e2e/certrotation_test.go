@@ -41,6 +41,7 @@ import (
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // Acceptance: certificate rotation (self-signed mode and a replaced Secret in cert-dir mode)
@@ -200,7 +201,7 @@ func registeredAddr(t *testing.T, ctx context.Context, c *cluster.Cluster) strin
 func waitCABundle(t *testing.T, ctx context.Context, c *cluster.Cluster, caBundle []byte) {
 	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: olmguard.MutatingWebhookConfigurationName}, m); err != nil {
@@ -248,7 +249,7 @@ func waitServed(t *testing.T, ctx context.Context, addr string, certPEM []byte, 
 		t.Fatal(err)
 	}
 	began := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(context.Context) (bool, error) {
 		got, err := servedLeaf(addr)
 		return err == nil && bytes.Equal(got.Raw, want.Raw), nil
 	})
@@ -343,7 +344,7 @@ func startAdmissionLoad(t *testing.T, ctx context.Context, c *cluster.Cluster, n
 		t.Fatal(err)
 	}
 	l := &admissionLoad{c: c, ns: ns, sub: sub, ctx: ctx}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		return l.admit(ctx)
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // clusterTestNamespace creates a fresh namespace for one test and deletes it afterwards.
@@ -38,12 +39,12 @@ func clusterTestNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster,
 	return name
 }
 
-// eventually polls cond every 200 ms until it holds, failing the test after timeout.
-func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error)) {
+// eventually polls cond every 200 ms until it holds, failing the test after testenv.Patience.
+func eventually(ctx context.Context, t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
 	start := time.Now()
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("%s: not within %s: %v", what, timeout, err)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, cond); err != nil {
+		t.Fatalf("%s: not within %s: %v", what, testenv.Patience, err)
 	}
 	t.Logf("%s after %s", what, time.Since(start).Round(10*time.Millisecond))
 }
@@ -66,7 +67,7 @@ func TestClusterPodRunsOnKwokNode(t *testing.T) {
 	if err := c.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, 60*time.Second, "pod scheduled and Running", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "pod scheduled and Running", func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err
 		}
@@ -110,13 +111,13 @@ func TestClusterNodeFailureAndRecovery(t *testing.T) {
 	if err := c.FailNode(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	waitCtx, cancel := context.WithTimeout(ctx, testenv.Patience)
 	defer cancel()
 	if err := c.WaitNodeReady(waitCtx, name, false); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("node NotReady %s after FailNode", time.Since(failed).Round(100*time.Millisecond))
-	eventually(ctx, t, 60*time.Second, "Ready=Unknown and taint node.kubernetes.io/unreachable", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "Ready=Unknown and taint node.kubernetes.io/unreachable", func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 			return false, err
 		}
@@ -134,7 +135,7 @@ func TestClusterNodeFailureAndRecovery(t *testing.T) {
 	if err := c.RestoreNode(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	waitCtx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	waitCtx, cancel = context.WithTimeout(ctx, testenv.Patience)
 	defer cancel()
 	if err := c.WaitNodeReady(waitCtx, name, true); err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func TestClusterGarbageCollector(t *testing.T) {
 	if err := c.Client.Delete(ctx, doomed, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, 90*time.Second, "dependent of the deleted owner garbage collected", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "dependent of the deleted owner garbage collected", func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKeyFromObject(orphan), &corev1.ConfigMap{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -185,7 +186,7 @@ func TestClusterGarbageCollector(t *testing.T) {
 		return false, err
 	})
 	// The garbage collector keeps a dependent with a live owner and drops the dangling reference.
-	eventually(ctx, t, 90*time.Second, "dangling owner reference removed from the dependent with a live owner", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "dangling owner reference removed from the dependent with a live owner", func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(kept), kept); err != nil {
 			return false, err // NotFound included: it must survive
 		}
@@ -219,7 +220,7 @@ func TestClusterJobCompletes(t *testing.T) {
 	if err := c.Client.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, 60*time.Second, "Job Complete", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "Job Complete", func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 			return false, err
 		}
@@ -278,7 +279,7 @@ func TestClusterControllerManagerRestart(t *testing.T) {
 	if running, err := c.ComponentRunning(cluster.KubeControllerManager); err != nil || !running {
 		t.Fatalf("kube-controller-manager running=%t after StartComponent (%v)", running, err)
 	}
-	eventually(ctx, t, 90*time.Second, "dependent collected by the restarted garbage collector", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "dependent collected by the restarted garbage collector", func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKeyFromObject(dependent), &corev1.ConfigMap{})
 		if apierrors.IsNotFound(err) {
 			return true, nil

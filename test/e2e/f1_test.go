@@ -16,6 +16,7 @@ import (
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // f1Replays is how many times each mode replays OLM issue #3199.
@@ -88,7 +89,7 @@ func TestF1InstallPlanOwners(t *testing.T) {
 		repaired = replayAll(t, "controller")
 		for i, r := range repaired {
 			ip := &v1alpha1.InstallPlan{}
-			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 				if err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), ip); err != nil {
 					return false, err
 				}
@@ -129,7 +130,7 @@ func TestF1InstallPlanOwners(t *testing.T) {
 		if err := c.Client.Delete(ctx, r.Manual, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 			t.Fatal(err)
 		}
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 			err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), ip)
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})

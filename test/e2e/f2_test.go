@@ -20,6 +20,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // observer records every state of a namespace's Subscriptions and InstallPlans from watches, so
@@ -98,7 +99,7 @@ func (o *observer) states(key string) []string {
 // waitFor waits until the last recorded state of key is state.
 func (o *observer) waitFor(ctx context.Context, t *testing.T, key, state string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, testenv.Patience)
 	defer cancel()
 	for {
 		h := o.states(key)
@@ -263,7 +264,7 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 	obs.waitFor(ctx, t, "subscription/"+r.Manual.Name, "none") // the owner was told
 
 	var reported time.Time
-	eventually(ctx, t, 3*window, "drift reported", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "drift reported", func(ctx context.Context) (bool, error) {
 		evs := driftEvents(ctx, t, c, ns, r.Auto.Name, subscriptiondrift.ReasonDrift)
 		if len(evs) > 0 {
 			reported = eventTime(evs[0])
@@ -292,7 +293,7 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 	if !scenario.OwnedBy(ip, r.Auto.UID) {
 		t.Errorf("the drift's F1 cause was not repaired: owners %v", ip.OwnerReferences)
 	}
-	eventually(ctx, t, 30*time.Second, "drift announced resolved", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "drift announced resolved", func(ctx context.Context) (bool, error) {
 		return len(driftEvents(ctx, t, c, ns, r.Auto.Name, subscriptiondrift.ReasonDriftResolved)) > 0, nil
 	})
 	t.Logf("subscription %s states: %v", r.Auto.Name, obs.states(autoKey))

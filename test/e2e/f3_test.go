@@ -27,6 +27,7 @@ import (
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 var widgetGVK = schema.GroupVersionKind{Group: "f3.example.com", Version: "v1", Kind: "Widget"}
@@ -152,7 +153,7 @@ func TestF3CSVCleanup(t *testing.T) {
 			t.Fatalf("removing olmguard's finalizer as OLM's service account: %v, want denied by the cleanup-finalizer policy", err)
 		}
 		p := startController(t, c)
-		waitCSVGone(t, ctx, c, "f3-stopped", "gamma.v1.0.0", time.Minute)
+		waitCSVGone(t, ctx, c, "f3-stopped", "gamma.v1.0.0", testenv.Patience)
 		p.Stop()
 		// A bundled ClusterRole installed once carries only olm.managed: nothing ties it to the CSV,
 		// so it stays (OLM labels it olm.owner when it applies it again; see the upgrade test).
@@ -173,7 +174,7 @@ func TestF3CSVCleanup(t *testing.T) {
 			if _, err := sim.Install(ctx, "f3-up", false); err != nil {
 				t.Fatal(err)
 			}
-			waitCSVGone(t, ctx, c, "f3-up", fmt.Sprintf("epsilon.v%d", v-1), time.Minute)
+			waitCSVGone(t, ctx, c, "f3-up", fmt.Sprintf("epsilon.v%d", v-1), testenv.Patience)
 		}
 		if n := countOperands(t, ctx, c, widgetGVK, "f3-up-team"); n != 5 {
 			t.Fatalf("%d of 5 custom resources left after two upgrades", n)
@@ -215,7 +216,7 @@ func TestF3CSVCleanup(t *testing.T) {
 		hostile := &olmsim.Catalog{Name: "f3-hostile", Bundles: []olmsim.Bundle{widgetBundle("mallory", 1)}}
 		sub := installOperator(t, ctx, sim, hostile, "f3-hostile", "mallory") // all namespaces
 		uninstall(t, ctx, c, sim, sub)
-		waitCSVGone(t, ctx, c, "f3-hostile", "mallory.v1", time.Minute)
+		waitCSVGone(t, ctx, c, "f3-hostile", "mallory.v1", testenv.Patience)
 		if n := countOperands(t, ctx, c, widgetGVK, "f3-up-team"); n != 5 {
 			t.Fatalf("the tenant has %d of 5 custom resources left", n)
 		}
@@ -227,7 +228,7 @@ func TestF3CSVCleanup(t *testing.T) {
 		}
 		createOperands(t, ctx, c, widgetGVK, "f3-up-elsewhere", 3)
 		uninstall(t, ctx, c, sim, v3)
-		waitCSVGone(t, ctx, c, "f3-up", "epsilon.v3", time.Minute)
+		waitCSVGone(t, ctx, c, "f3-up", "epsilon.v3", testenv.Patience)
 		if n := countOperands(t, ctx, c, widgetGVK, "f3-up-team"); n != 0 {
 			t.Errorf("%d custom resources left in the target namespace", n)
 		}
@@ -260,7 +261,7 @@ func TestF3CSVCleanup(t *testing.T) {
 		if err := olmguarduninstall.Run(ctx, c.Client, &out); err != nil {
 			t.Fatal(err)
 		}
-		waitCSVGone(t, ctx, c, "f3-uninstall", "gamma.v1.0.0", 10*time.Second)
+		waitCSVGone(t, ctx, c, "f3-uninstall", "gamma.v1.0.0", testenv.Patience)
 		csvs := &v1alpha1.ClusterServiceVersionList{}
 		if err := c.Client.List(ctx, csvs); err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // TestHostileObjects: objects made to look like another tenant's or like OLM's get olmguard to
@@ -44,7 +45,7 @@ func TestHostileObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), grant) })
-	eventually(ctx, t, time.Minute, "widgets aggregated into the controller's ClusterRole", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "widgets aggregated into the controller's ClusterRole", func(ctx context.Context) (bool, error) {
 		cr := &rbacv1.ClusterRole{}
 		err := c.Client.Get(ctx, types.NamespacedName{Name: "olmguard-controller"}, cr)
 		return slices.ContainsFunc(cr.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "widgets") }), err
@@ -68,7 +69,7 @@ func TestHostileObjects(t *testing.T) {
 			t.Fatalf("hostile-a's cluster objects before: %+v (err %v), want some of each", before, err)
 		}
 		uninstall(t, ctx, c, sim, subB)
-		waitCSVGone(t, ctx, c, "hostile-b", "gamma.v1.0.0", time.Minute)
+		waitCSVGone(t, ctx, c, "hostile-b", "gamma.v1.0.0", testenv.Patience)
 		if b, err := scenario.CountLeftovers(ctx, c.Client, cat, "hostile-b"); err != nil || b.Labelled != 0 {
 			t.Errorf("hostile-b's own labelled objects after its uninstall: %+v (err %v), want 0", b, err)
 		}
@@ -90,7 +91,7 @@ func TestHostileObjects(t *testing.T) {
 		claimant := &olmsim.Catalog{Name: "hostile-claimant", Bundles: []olmsim.Bundle{widgetBundle("claimant", 1)}}
 		sub := installOperator(t, ctx, sim, claimant, "hostile-claimant", "claimant")
 		uninstall(t, ctx, c, sim, sub)
-		waitCSVGone(t, ctx, c, "hostile-claimant", "claimant.v1", time.Minute)
+		waitCSVGone(t, ctx, c, "hostile-claimant", "claimant.v1", testenv.Patience)
 		if n := countOperands(t, ctx, c, widgetGVK, "hostile-tenant"); n != 4 {
 			t.Errorf("the tenant has %d of 4 custom resources left", n)
 		}

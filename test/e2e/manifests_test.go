@@ -31,6 +31,7 @@ import (
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // certManagerCRDs reads cert-manager's CRDs from the cert-manager Go module olmguard already
@@ -103,7 +104,7 @@ func TestManifests(t *testing.T) {
 			t.Fatalf("applying cert-manager CRD %s: %v", crd.GetName(), err)
 		}
 	}
-	eventually(ctx, t, time.Minute, "cert-manager CRDs established", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "cert-manager CRDs established", func(ctx context.Context) (bool, error) {
 		for _, name := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			if err := c.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
@@ -297,7 +298,7 @@ func checkRBACIsEnough(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 // ServiceAccounts, through impersonation: the manifests' RBAC (applyManifestRBAC) is all they have.
 func startAsServiceAccounts(t *testing.T, ctx context.Context, c *cluster.Cluster, controllerArgs ...string) (webhook, controller *procs.Process) {
 	t.Helper()
-	eventually(ctx, t, time.Minute, "the aggregated controller ClusterRole filled in", func(ctx context.Context) (bool, error) {
+	eventually(ctx, t, "the aggregated controller ClusterRole filled in", func(ctx context.Context) (bool, error) {
 		cr := &rbacv1.ClusterRole{}
 		err := c.Client.Get(ctx, types.NamespacedName{Name: "olmguard-controller"}, cr)
 		return len(cr.Rules) > 0, err
@@ -349,7 +350,7 @@ func replayThroughServiceAccounts(t *testing.T, ctx context.Context, c *cluster.
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(ctx, t, 30*time.Second, "Subscription in step", func(ctx context.Context) (bool, error) {
+		eventually(ctx, t, "Subscription in step", func(ctx context.Context) (bool, error) {
 			return scenario.InStep(ctx, c.Client, r.Auto)
 		})
 	})
@@ -365,7 +366,7 @@ func replayThroughServiceAccounts(t *testing.T, ctx context.Context, c *cluster.
 			t.Fatal(err)
 		}
 		csvName := cat.Bundles[len(cat.Bundles)-1].CSVName
-		eventually(ctx, t, 30*time.Second, "CSV has the cleanup finalizer", func(ctx context.Context) (bool, error) {
+		eventually(ctx, t, "CSV has the cleanup finalizer", func(ctx context.Context) (bool, error) {
 			csv := &v1alpha1.ClusterServiceVersion{}
 			err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: csvName}, csv)
 			return slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer), err
@@ -376,7 +377,7 @@ func replayThroughServiceAccounts(t *testing.T, ctx context.Context, c *cluster.
 		if err := sim.SyncCSVs(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
-		waitCSVGone(t, ctx, c, ns, csvName, time.Minute)
+		waitCSVGone(t, ctx, c, ns, csvName, testenv.Patience)
 		l, err := scenario.CountLeftovers(ctx, c.Client, cat, ns)
 		if err != nil {
 			t.Fatal(err)
@@ -393,7 +394,7 @@ func replayThroughServiceAccounts(t *testing.T, ctx context.Context, c *cluster.
 	t.Run("F5 catalog pod recovery", func(t *testing.T) {
 		c.SkipUnlessKwok(t)
 		cat := startCatalog(t, ctx, c, "rbac-f5")
-		o, err := scenario.FailCatalogNode(ctx, c, cat, time.Minute)
+		o, err := scenario.FailCatalogNode(ctx, c, cat, testenv.Patience)
 		if err != nil {
 			t.Fatal(err)
 		}

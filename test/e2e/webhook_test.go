@@ -16,13 +16,14 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // The webhook registered with --register-url receives AdmissionReviews from the cluster's
 // apiserver and answers them (the answer is visible: the plan comes back patched).
 func TestWebhookRegisteredOutOfClusterAnswersTheAPIServer(t *testing.T) {
 	c := cluster.Shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testenv.Patience)
 	defer cancel()
 	startWebhook(t, c)
 	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
@@ -52,7 +53,7 @@ func waitWebhookActive(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns},
 			Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"probe"}, Approval: v1alpha1.ApprovalManual}}
 		if err := c.Client.Create(ctx, ip, client.DryRunAll); err != nil {
