@@ -99,18 +99,19 @@ func TestF1InstallPlanOwners(t *testing.T) {
 				t.Fatalf("replay %d: plan %s not repaired: owners %v (%v)", i, r.Plan.Name, ip.OwnerReferences, err)
 			}
 		}
-		// The repair is announced on the plan.
-		events := &corev1.EventList{}
-		if err := c.Client.List(ctx, events, client.InNamespace(repaired[0].Plan.Namespace)); err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, e := range events.Items {
-			found = found || (e.Reason == "OwnerReferencesRepaired" && e.InvolvedObject.Name == repaired[0].Plan.Name)
-		}
-		if !found {
-			t.Errorf("no OwnerReferencesRepaired event on plan %s", repaired[0].Plan.Name)
-		}
+		// The repair is announced on the plan (Events are written asynchronously).
+		eventually(ctx, t, "OwnerReferencesRepaired event on plan "+repaired[0].Plan.Name, func(ctx context.Context) (bool, error) {
+			events := &corev1.EventList{}
+			if err := c.Client.List(ctx, events, client.InNamespace(repaired[0].Plan.Namespace)); err != nil {
+				return false, err
+			}
+			for _, e := range events.Items {
+				if e.Reason == "OwnerReferencesRepaired" && e.InvolvedObject.Name == repaired[0].Plan.Name {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
 	})
 
 	t.Run("garbage collector keeps a plan until its last Subscription is gone", func(t *testing.T) {
@@ -121,11 +122,17 @@ func TestF1InstallPlanOwners(t *testing.T) {
 		if err := c.Client.Delete(ctx, r.Auto); err != nil {
 			t.Fatal(err)
 		}
-		// Give the garbage collector time to act on the deletion, then the plan must still exist.
-		time.Sleep(5 * time.Second)
+		// The garbage collector acts on the deletion: it removes the reference to the deleted
+		// Subscription and keeps the plan, which another Subscription still owns.
 		ip := &v1alpha1.InstallPlan{}
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), ip); err != nil {
-			t.Fatalf("plan %s gone after deleting one of its two Subscriptions: %v", r.Plan.Name, err)
+		eventually(ctx, t, "the garbage collector dropped the deleted Subscription's reference", func(ctx context.Context) (bool, error) {
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), ip); err != nil {
+				return false, fmt.Errorf("plan %s gone after deleting one of its two Subscriptions: %w", r.Plan.Name, err)
+			}
+			return !scenario.OwnedBy(ip, r.Auto.UID), nil
+		})
+		if ip.DeletionTimestamp != nil || !scenario.OwnedBy(ip, r.Manual.UID) {
+			t.Fatalf("plan %s after deleting one of its two Subscriptions: being deleted %t, owners %v", r.Plan.Name, ip.DeletionTimestamp != nil, ip.OwnerReferences)
 		}
 		if err := c.Client.Delete(ctx, r.Manual, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 			t.Fatal(err)
