@@ -10,12 +10,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/drift"
+	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
@@ -224,8 +226,9 @@ func TestF2TransitionsWithoutFalseAlarm(t *testing.T) {
 	if i < 0 || i+1 >= len(planStates) || planStates[i+1] != "phase=Complete" {
 		t.Errorf("the observer missed Installing -> Complete: %v", planStates)
 	}
-	// Let a false alarm, if any, happen: it would come one window after a disagreement.
-	time.Sleep(2*window + time.Second)
+	// A false alarm would come one window after a disagreement the reconciler saw, with a nudge:
+	// once it reported a drift that began after the last state above, it has had its chance.
+	driftHandledUpTo(t, ctx, c)
 	if evs := driftEvents(ctx, t, c, ns, "", subscriptiondrift.ReasonDrift); len(evs) > 0 {
 		t.Errorf("false drift alarm while OLM kept up: %s", evs[0].Message)
 	}
@@ -274,9 +277,10 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 	})
 	latency := reported.Sub(stale)
 	t.Logf("stale at %s, reported %s later (window %s)", stale.Format(time.StampMilli), latency.Round(10*time.Millisecond), window)
-	// Event times have microsecond precision; a second of slack covers cache and queue delays.
-	if latency < window-time.Second || latency > window+3*time.Second {
-		t.Errorf("reported %s after the condition went stale, want about the %s window", latency, window)
+	// Not before the window (event times have microsecond precision, the stale time is taken a
+	// moment after the condition went stale); how much later depends on the machine.
+	if latency < window-time.Second {
+		t.Errorf("reported %s after the condition went stale, before the %s window", latency, window)
 	}
 	obs.waitFor(ctx, t, autoKey, "none")
 	fresh := &v1alpha1.Subscription{}
@@ -297,4 +301,28 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 		return len(driftEvents(ctx, t, c, ns, r.Auto.Name, subscriptiondrift.ReasonDriftResolved)) > 0, nil
 	})
 	t.Logf("subscription %s states: %v", r.Auto.Name, obs.states(autoKey))
+}
+
+// driftHandledUpTo is a barrier for the drift reconciler: it writes a Subscription in drift in a
+// namespace of its own (its status names a plan that does not exist, so OLM would report
+// InstallPlanMissing) and waits until the reconciler has reported and nudged it, one window after
+// it first saw it. The reconciler works through its queue in order and looks again at a drift
+// when its window ends, so by then it has acted on every disagreement it saw before, one window
+// later: a false alarm about those would have come already.
+func driftHandledUpTo(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	t.Helper()
+	ns := clusterTestNamespace(ctx, t, c, "f2-marker")
+	sub := newSubscription(ns, "marker")
+	if err := c.Client.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	sub.Status.InstallPlanRef = &corev1.ObjectReference{APIVersion: olm.V1alpha1APIVersion, Kind: olm.InstallPlanKind, Namespace: ns, Name: "nowhere"}
+	sub.Status.LastUpdated = metav1.Now()
+	if err := c.Client.Status().Update(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "marker drift reported and nudged", func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), sub)
+		return sub.Annotations[olmguard.ResyncAnnotation] != "", err
+	})
 }
