@@ -109,6 +109,29 @@ func waitCSVGone(t *testing.T, ctx context.Context, c *cluster.Cluster, ns, name
 	}
 }
 
+// csvsReconciledUpTo is a barrier for the controller's CSV reconciler: it creates a CSV in a
+// namespace of its own (the webhook gives it olmguard's finalizer), deletes it and waits until the
+// controller has run its cleanup and released it. The reconciler works through its queue in
+// order, so by then it has reconciled every CSV written before.
+func csvsReconciledUpTo(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	t.Helper()
+	ns := clusterTestNamespace(ctx, t, c, "f3-marker")
+	csv := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": olm.V1alpha1APIVersion, "kind": olm.ClusterServiceVersionKind,
+		"metadata": map[string]any{"namespace": ns, "name": "marker.v1"},
+		"spec":     map[string]any{"displayName": "marker", "install": map[string]any{"strategy": "deployment"}}}}
+	if err := c.Client.Create(ctx, csv); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(csv.GetFinalizers(), olmguard.CleanupFinalizer) {
+		t.Fatalf("marker CSV created with finalizers %v: the webhook must add olmguard's", csv.GetFinalizers())
+	}
+	if err := c.Client.Delete(ctx, csv); err != nil {
+		t.Fatal(err)
+	}
+	waitCSVGone(t, ctx, c, ns, "marker.v1", testenv.Patience)
+}
+
 // uninstall deletes the Subscription and the CSV as a user does, then lets OLM run its finalizer.
 func uninstall(t *testing.T, ctx context.Context, c *cluster.Cluster, sim *olmsim.Sim, sub *v1alpha1.Subscription) {
 	t.Helper()
@@ -141,7 +164,11 @@ func TestF3CSVCleanup(t *testing.T) {
 			t.Fatalf("installed CSV finalizers %v (err %v): the webhook must add olmguard.io/cleanup", csv.Finalizers, err)
 		}
 		uninstall(t, ctx, c, sim, sub)
-		time.Sleep(3 * time.Second)
+		// OLM syncs the deleted CSV again (it requeues it): its own finalizer is gone, olmguard's
+		// stays, and nothing else runs that could release it.
+		if err := sim.SyncCSVs(ctx, "f3-stopped"); err != nil {
+			t.Fatal(err)
+		}
 		if csv, err = getCSV(ctx, c, "f3-stopped", "gamma.v1.0.0"); err != nil || csv.DeletionTimestamp == nil {
 			t.Fatalf("with the controller stopped the CSV must stay terminating (err %v)", err)
 		}
@@ -188,7 +215,7 @@ func TestF3CSVCleanup(t *testing.T) {
 	})
 
 	t.Run("copies never get the finalizer", func(t *testing.T) {
-		time.Sleep(2 * time.Second) // give the controller's backfill a chance to misbehave
+		csvsReconciledUpTo(t, ctx, c) // the controller's backfill has seen the copies
 		cp, err := getCSV(ctx, c, "f3-up-team", "epsilon.v3")
 		if err != nil {
 			t.Fatalf("no copied CSV in the target namespace: %v", err)
