@@ -13,10 +13,13 @@ import (
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// f5Wait is how long after its node turns NotReady a catalog pod must be replaced: the default
-// --catalog-pod-grace (30s) plus 15s.
+// f5Wait is the default --catalog-pod-grace (30s) plus 15s: about when olmguard has replaced a
+// catalog pod after its node turned NotReady. The baseline shows that stock OLM has not by then,
+// and the outage test that olmguard deleted nothing by then. Neither can fail because the machine
+// is slow: they check that something did not happen.
 const f5Wait = 45 * time.Second
 
 // TestBaselineF5CatalogPodStuckOnFailedNode: with stock OLM (the newest release, with the #3208
@@ -61,43 +64,48 @@ func startCatalog(t *testing.T, ctx context.Context, c *cluster.Cluster, name st
 }
 
 // TestF5CatalogPodRecovered: with olmguard's controller, the catalog pod of a node whose
-// heartbeats stopped is replaced on another node within --catalog-pod-grace plus 15s of the node
-// turning NotReady, and the recovery is announced on the CatalogSource.
+// heartbeats stopped is deleted by olmguard and replaced on another node, long before stock OLM's
+// taint-based eviction (300 s), and the recovery is announced on the CatalogSource. How soon after
+// --catalog-pod-grace depends on the machine; the test logs it (docs/catalog-recovery.md has the
+// measurements).
 func TestF5CatalogPodRecovered(t *testing.T) {
 	c := cluster.Shared(t)
 	c.SkipUnlessKwok(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testenv.Patience)
 	defer cancel()
+	const grace = 30 * time.Second
 	// Catalogs other tests left on the node must not eat the rate limit this test does not measure.
-	startController(t, c, "--catalog-pod-grace=30s", "--catalog-pod-deletions-per-minute=600")
+	startController(t, c, "--catalog-pod-grace="+grace.String(), "--catalog-pod-deletions-per-minute=600")
 	cat := startCatalog(t, ctx, c, "f5-recovered")
 	before, err := scenario.RunningCatalogPod(ctx, c.Client, cat, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := scenario.FailCatalogNode(ctx, c, cat, f5Wait)
+	out, err := scenario.FailCatalogNode(ctx, c, cat, grace+testenv.Patience)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !out.Recovered {
-		t.Fatalf("no catalog pod running off node %s %s after it turned NotReady", out.Node, f5Wait)
+		t.Fatalf("no catalog pod running off node %s %s after it turned NotReady", out.Node, grace+testenv.Patience)
 	}
 	t.Logf("catalog pod Running on another node %s after node %s turned NotReady (%s after its heartbeats stopped)",
 		out.Recovery.Round(100*time.Millisecond), out.Node, out.Total().Round(100*time.Millisecond))
 	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(before), &corev1.Pod{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the stranded pod %s is still there (err=%v)", before.Name, err)
 	}
-	events := &corev1.EventList{}
-	if err := c.Client.List(ctx, events, client.InNamespace(cat.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, e := range events.Items {
-		found = found || (e.Reason == "CatalogPodRecovered" && e.InvolvedObject.Kind == "CatalogSource" && e.InvolvedObject.Name == cat.Name)
-	}
-	if !found {
-		t.Error("no CatalogPodRecovered event on the CatalogSource")
-	}
+	// Events are written asynchronously.
+	eventually(ctx, t, "CatalogPodRecovered event on the CatalogSource", func(ctx context.Context) (bool, error) {
+		events := &corev1.EventList{}
+		if err := c.Client.List(ctx, events, client.InNamespace(cat.Namespace)); err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "CatalogPodRecovered" && e.InvolvedObject.Kind == "CatalogSource" && e.InvolvedObject.Name == cat.Name {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }
 
 // TestF5TwoOfThreeNodesFailNothingDeleted: when most nodes stop at once, olmguard trusts the
@@ -138,6 +146,9 @@ func TestF5TwoOfThreeNodesFailNothingDeleted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The grace period and more. No barrier can say the controller has decided: a held decision
+	// leaves no trace outside it (no Event; its metrics are off here). TestReconciler in
+	// pkg/controller/catalogpods checks the same guard with one.
 	time.Sleep(f5Wait)
 	got := &corev1.Pod{}
 	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil || got.UID != pod.UID || got.DeletionTimestamp != nil {
