@@ -9,11 +9,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/manifests"
+	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
 	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -146,7 +148,16 @@ func TestHostileObjects(t *testing.T) {
 			}
 		}
 		rv := victim.ResourceVersion
-		time.Sleep(6 * time.Second) // three drift windows
+		// Both reconcilers that could write the plan have acted on y's Subscriptions: the F1
+		// repair, and the drift reconciler, which reports them one window later (their plan is not
+		// in their namespace) and would repair the plan then.
+		installPlansReconciledUpTo(t, ctx, c, y)
+		for _, s := range []*v1alpha1.Subscription{remote, remoteLocal} {
+			eventually(ctx, t, "drift of "+y+"/"+s.Name+" reported and nudged", func(ctx context.Context) (bool, error) {
+				err := c.Client.Get(ctx, client.ObjectKeyFromObject(s), s)
+				return s.Annotations[olmguard.ResyncAnnotation] != "", err
+			})
+		}
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(victim), victim); err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +201,20 @@ func TestHostileObjects(t *testing.T) {
 		// ConfigMap that names a CatalogSource this namespace does not have.
 		ghost := configMap("ghost-bundle", metav1.OwnerReference{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: "ghost", UID: "6f1c0c3e-0000-4000-8000-000000000000"})
 		invisible := job("invisible", ghost, nil)
-		time.Sleep(5 * time.Second) // the Jobs finish (kwok completes their pods)
+		// The Jobs finish (kwok completes their pods); the invisible one may go first with its
+		// ghost-owned ConfigMap (the garbage collector).
+		for _, j := range []*batchv1.Job{visible, invisible} {
+			eventually(ctx, t, "Job "+j.Name+" finished", func(ctx context.Context) (bool, error) {
+				got := &batchv1.Job{}
+				err := c.Client.Get(ctx, client.ObjectKeyFromObject(j), got)
+				if apierrors.IsNotFound(err) {
+					return j == invisible, nil
+				}
+				finished, _ := unpackjobs.Finished(got)
+				return finished, err
+			})
+		}
+		unpackJobsReconciledUpTo(t, ctx, c)
 		got := &batchv1.Job{}
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(visible), got); err != nil {
 			t.Errorf("look-alike Job: %v, want it kept", err)
@@ -210,4 +234,76 @@ func TestHostileObjects(t *testing.T) {
 	})
 
 	checkNoPermissionErrors(t, c, webhook, controller)
+}
+
+// installPlansReconciledUpTo is a barrier for the controller's InstallPlan repair: in namespace ns
+// it creates a plan with its first status, then a Subscription naming it (the webhook, which owns
+// a new plan by the Subscriptions that exist, cannot add it), and waits until the controller has
+// made that Subscription an owner. The reconciler works through its queue in order, so by then it
+// has reconciled every plan and Subscription written before. The plan is Complete, as the
+// Subscription's conditions say: the drift reconciler, which repairs too, has nothing to do.
+func installPlansReconciledUpTo(t *testing.T, ctx context.Context, c *cluster.Cluster, ns string) {
+	t.Helper()
+	ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "marker-"},
+		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"marker.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true}}
+	if err := c.Client.Create(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	ip.Status = populatedStatus("marker.v1")
+	ip.Status.Phase = v1alpha1.InstallPlanPhaseComplete
+	if err := c.Client.Status().Update(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "marker-"},
+		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "none", CatalogSourceNamespace: ns, Package: "marker"}}
+	if err := c.Client.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := pointAt(ctx, c.Client, sub, ip); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "marker plan "+ns+"/"+ip.Name+" repaired", func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(ip), ip)
+		return scenario.OwnedBy(ip, sub.UID), err
+	})
+}
+
+// unpackJobsReconciledUpTo is a barrier for the controller's unpack Job reconciler: in a namespace
+// of its own, with a CatalogSource, it creates a Job owned by the CatalogSource's unpack
+// ConfigMap but without OLM's labels, which the controller labels (or deletes, once finished), and
+// waits for the Event saying so. The reconciler works through its queue in order and Events go
+// out in order, so by then it has reconciled every Job written or finished before, and their
+// Events, if any, are there.
+func unpackJobsReconciledUpTo(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	t.Helper()
+	ns := clusterTestNamespace(ctx, t, c, "unpack-marker")
+	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "marker"},
+		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Image: "registry.example/marker:v1"}}
+	if err := c.Client.Create(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "marker-bundle",
+		Labels:          map[string]string{olm.ManagedLabel: olm.ManagedLabelValue},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: cs.Name, UID: cs.UID}}}}
+	if err := c.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "marker",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}}},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "extract", Image: "registry.k8s.io/pause:3.10"}}}}},
+	}
+	if err := c.Client.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "marker Job "+ns+"/"+j.Name+" repaired", func(ctx context.Context) (bool, error) {
+		events := &corev1.EventList{}
+		if err := c.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
+			return (e.Reason == "UnpackJobLabelled" || e.Reason == "UnpackJobDeleted") && e.Related != nil && e.Related.Name == j.Name
+		}), nil
+	})
 }
