@@ -14,8 +14,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,11 +31,13 @@ import (
 	"time"
 
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/certs"
@@ -52,17 +58,20 @@ func TestCertRotation(t *testing.T) {
 	t.Run("CertDir", func(t *testing.T) { testCertDirRotation(t, c) })
 }
 
-// Self-signed: serving certificates of 6 s (renewed every ~4 s) under a CA of 1 m (renewed after
-// ~40 s), so a minute of traffic crosses many serving-certificate renewals and a CA rollover.
+// Self-signed: serving certificates of 90 s (renewed after ~57 s) under a CA of 2 m (renewed after
+// ~76 s), so a minute and a half of traffic crosses a serving-certificate renewal and a CA
+// rollover, which renews the serving certificate too. A certificate is renewed when a third of its
+// lifetime remains: over 30 s here, so that a slow renewal on a busy machine never lets one expire.
 func testSelfSignedRotation(t *testing.T, c *cluster.Cluster) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	const caDuration, certDuration = 2 * time.Minute, 90 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), caDuration+3*testenv.Patience)
 	defer cancel()
 	// A fresh CA, so its rollover falls inside the test; at the end the Secret goes again, so the
 	// next webhook issues long-lived certificates (cleanups run last-in first-out: this one after
 	// the webhook has stopped).
 	deleteTLSSecret(t, c)
 	t.Cleanup(func() { deleteTLSSecret(t, c) })
-	startWebhook(t, c, "--self-signed-ca-duration=1m", "--self-signed-cert-duration=6s")
+	startWebhook(t, c, "--self-signed-ca-duration="+caDuration.String(), "--self-signed-cert-duration="+certDuration.String())
 	started := time.Now() // about when the first CA was issued
 	addr := registeredAddr(t, ctx, c)
 
@@ -71,10 +80,10 @@ func testSelfSignedRotation(t *testing.T, c *cluster.Cluster) {
 	obs := observeServedCerts(ctx, addr)
 	load.run(3)
 
-	// Enough traffic for several serving-certificate renewals and one CA rollover, then 12 s more
-	// under the new CA: its first serving certificates are renewed too. The CA is renewed ~38 s
-	// after it was issued (2/3 of its 66 s lifetime, NotBefore being backdated 6 s).
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 110*time.Second, false, func(context.Context) (bool, error) {
+	// Enough traffic for a serving-certificate renewal and one CA rollover, then 12 s more under
+	// the new CA. The CA is renewed ~76 s after it was issued (2/3 of its 132 s lifetime, NotBefore
+	// being backdated 12 s), the first serving certificate ~57 s after it was.
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, caDuration+testenv.Patience, false, func(context.Context) (bool, error) {
 		s := obs.summary()
 		return s.cas >= 2 && s.leaves >= 3 && time.Since(s.lastCAAt) >= 12*time.Second, nil
 	})
@@ -96,7 +105,7 @@ func testSelfSignedRotation(t *testing.T, c *cluster.Cluster) {
 // Cert-dir: the certificate comes from a directory laid out as the kubelet lays out a mounted
 // Secret, replaced as cert-manager renews and as a CA rollover with trust distribution proceeds.
 func testCertDirRotation(t *testing.T, c *cluster.Cluster) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*testenv.Patience)
 	defer cancel()
 	spec := certs.Spec{
 		ServiceName: olmguard.WebhookServiceName, Namespace: olmguard.DefaultNamespace,
@@ -121,6 +130,7 @@ func testCertDirRotation(t *testing.T, c *cluster.Cluster) {
 	load := startAdmissionLoad(t, ctx, c, "olmguard-certrotation-dir")
 	before := apiserverWebhookCounts(t, ctx, c)
 	obs := observeServedCerts(ctx, addr)
+	waitServed(t, ctx, obs, addr, first.Cert, "the first serving certificate")
 	load.run(3)
 	flow := func() { time.Sleep(3 * time.Second) } // traffic under each state
 	flow()
@@ -131,7 +141,7 @@ func testCertDirRotation(t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 	vol.write(t, first.CACert, renewedCert, renewedKey)
-	waitServed(t, ctx, addr, renewedCert, "the renewed serving certificate")
+	waitServed(t, ctx, obs, addr, renewedCert, "the renewed serving certificate")
 	flow()
 
 	// (b) CA rollover. First trust is distributed: ca.crt holds the old and the new CA while the
@@ -143,9 +153,9 @@ func testCertDirRotation(t *testing.T, c *cluster.Cluster) {
 	both := append(bytes.Clone(first.CACert), newCA...)
 	vol.write(t, both, renewedCert, renewedKey)
 	waitCABundle(t, ctx, c, both)
-	// The kube-apiserver reads the configurations through an informer: an issuer that waited
-	// for trust to be distributed does not switch in the same instant either.
-	time.Sleep(2 * time.Second)
+	// The kube-apiserver reads the configurations through an informer: an issuer that waited for
+	// trust to be distributed does not switch before it is there either.
+	waitAPIServerApplied(t, ctx, c)
 	flow()
 	// Then the serving certificate of the new CA.
 	rolledCert, rolledKey, err := certs.IssueServing(spec, newCA, newCAKey, time.Now())
@@ -153,7 +163,7 @@ func testCertDirRotation(t *testing.T, c *cluster.Cluster) {
 		t.Fatal(err)
 	}
 	vol.write(t, both, rolledCert, rolledKey)
-	waitServed(t, ctx, addr, rolledCert, "the serving certificate of the new CA")
+	waitServed(t, ctx, obs, addr, rolledCert, "the serving certificate of the new CA")
 	flow()
 	// Finally the old CA is retired from ca.crt.
 	vol.write(t, newCA, rolledCert, rolledKey)
@@ -231,32 +241,96 @@ func waitCABundle(t *testing.T, ctx context.Context, c *cluster.Cluster, caBundl
 	}
 }
 
+// waitAPIServerApplied waits until the kube-apiserver calls admission webhooks by the mutating
+// webhook configurations as they are stored now (the admissions of the load all go through one).
+// It registers a probe configuration whose webhook, served by the test, sees dry-run ConfigMaps of
+// a namespace of its own, and waits until the kube-apiserver calls it: the kube-apiserver reads
+// the configurations through one informer, in order, so by then it has applied every change
+// stored before the probe.
+func waitAPIServerApplied(t *testing.T, ctx context.Context, c *cluster.Cluster) {
+	t.Helper()
+	ns := clusterTestNamespace(ctx, t, c, "apiserver-probe")
+	var called atomic.Bool
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		review := &admissionv1.AdmissionReview{}
+		if err := json.NewDecoder(r.Body).Decode(review); err != nil || review.Request == nil {
+			http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+			return
+		}
+		called.Store(true)
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		review.Request = nil
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(review)
+	}))
+	defer srv.Close()
+	probe := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "probe.e2e.olmguard.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(srv.URL),
+				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"},
+					Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+			}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if err := c.Client.Create(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Client.Delete(context.Background(), probe); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	}()
+	eventually(ctx, t, "the kube-apiserver calls a webhook registered after the change", func(ctx context.Context) (bool, error) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns}}
+		if err := c.Client.Create(ctx, cm, client.DryRunAll); err != nil {
+			return false, err
+		}
+		return called.Load(), nil
+	})
+}
+
 // servedLeaf returns the certificate the server at addr presents.
-func servedLeaf(addr string) (*x509.Certificate, error) {
-	d := &net.Dialer{Timeout: 2 * time.Second}
-	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec // only the presented certificate is read
+func servedLeaf(ctx context.Context, addr string) (*x509.Certificate, error) {
+	d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}} //nolint:gosec // only the presented certificate is read
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = conn.Close() }()
-	return conn.ConnectionState().PeerCertificates[0], nil
+	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0], nil
 }
 
-func waitServed(t *testing.T, ctx context.Context, addr string, certPEM []byte, what string) {
+// waitServed waits until the server at addr presents certPEM, and records it in obs: the
+// observer samples, and a sample can come late on a busy machine.
+func waitServed(t *testing.T, ctx context.Context, obs *certObserver, addr string, certPEM []byte, what string) {
 	t.Helper()
 	want, err := pki.DecodeX509CertificateBytes(certPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(context.Context) (bool, error) {
-		got, err := servedLeaf(addr)
-		return err == nil && bytes.Equal(got.Raw, want.Raw), nil
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
+		at := time.Now()
+		got, err := servedLeaf(ctx, addr)
+		if err != nil || !bytes.Equal(got.Raw, want.Raw) {
+			return false, nil
+		}
+		obs.record(got, at)
+		return true, nil
 	})
 	if err != nil {
 		t.Fatalf("the server never presented %s: %v", what, err)
 	}
-	t.Logf("cert-dir: %s served %s after the Secret was replaced", what, time.Since(began).Round(time.Millisecond))
+	t.Logf("cert-dir: %s served %s after the wait for it began", what, time.Since(began).Round(time.Millisecond))
 }
 
 // secretVolume lays out a directory as the kubelet keeps a mounted Secret volume: the files live
@@ -543,8 +617,10 @@ func observeServedCerts(ctx context.Context, addr string) *certObserver {
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if leaf, err := servedLeaf(addr); err == nil {
-				o.record(leaf, time.Now())
+			// Taken before the handshake: a certificate counted as expired was presented expired.
+			at := time.Now()
+			if leaf, err := servedLeaf(ctx, addr); err == nil {
+				o.record(leaf, at)
 			}
 			select {
 			case <-ctx.Done():
