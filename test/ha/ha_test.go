@@ -35,9 +35,6 @@ import (
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// hang bounds every wait: only a hung process reaches it, however busy the machine.
-const hang = 2 * time.Minute
-
 var (
 	pair    *testenv.Pair
 	lookups = &switchableLookup{started: make(chan string, 64), finished: make(chan string, 64)}
@@ -163,7 +160,7 @@ func waitActive(ctx context.Context) error {
 		return err
 	}
 	for _, c := range []client.Client{pair.A.Client, pair.B.Client} {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, hang, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 			ip := newPlan(ns)
 			if err := c.Create(ctx, ip, client.DryRunAll); err != nil {
 				return false, nil
@@ -226,7 +223,7 @@ func TestLookupThroughAPIServerBehind(t *testing.T) {
 	}
 	consistent := make(chan result, 1)
 	go func() {
-		lctx, cancel := context.WithTimeout(ctx, hang)
+		lctx, cancel := context.WithTimeout(ctx, testenv.Patience)
 		defer cancel()
 		subs, err := mutate.LiveSubscriptions{Reader: pair.B.Client}.Subscriptions(lctx, ns, false)
 		consistent <- result{subs, err}
@@ -343,7 +340,7 @@ func planBehind(t *testing.T, ctx context.Context, writer, reader *testenv.Env, 
 	ip := newPlan(ns)
 	created := make(chan error, 1)
 	go func() {
-		cctx, cancel := context.WithTimeout(ctx, hang)
+		cctx, cancel := context.WithTimeout(ctx, testenv.Patience)
 		defer cancel()
 		created <- reader.Client.Create(cctx, ip)
 	}()
