@@ -280,7 +280,7 @@ func TestPlansOwnedAcrossAPIServers(t *testing.T) {
 				live := map[string]types.UID{}
 				behind, missed := 0, 0
 				for i := range rounds {
-					ip, lookedUpBehind := planBehind(t, ctx, dir.writer, dir.reader, dir.readerLink, ns, fmt.Sprintf("s%d", i), live)
+					ip, lookedUpBehind := planBehind(t, ctx, dir.writer, dir.reader, dir.readerLink, ns, fmt.Sprintf("s%d", i), live, !tc.watchCache)
 					if !lookedUpBehind {
 						continue
 					}
@@ -309,14 +309,15 @@ func TestPlansOwnedAcrossAPIServers(t *testing.T) {
 }
 
 // planBehind writes Subscription name through writer, then creates a plan through reader while
-// reader is held behind etcd. The hold lasts until the webhook's lookup has answered, or, for a
-// lookup that waits on etcd (a consistent read), until it has begun and had a second to reach the
-// apiserver; either way the lookup was sent to an apiserver that had not heard of the Subscription.
-// It returns the plan as stored and whether the lookup began while reader was held.
+// reader is held behind etcd. A lookup that does not wait on etcd (the watch-cache read) is let
+// answer before the hold ends; one that does (waitsOnEtcd, the consistent read) cannot, so the
+// hold ends once it has begun and had a second to reach the apiserver. Either way the lookup was
+// sent to an apiserver that had not heard of the Subscription. It returns the plan as stored and
+// whether the lookup began while reader was held.
 func planBehind(t *testing.T, ctx context.Context, writer, reader *testenv.Env, link interface {
 	Hold()
 	Release()
-}, ns, name string, live map[string]types.UID) (*v1alpha1.InstallPlan, bool) {
+}, ns, name string, live map[string]types.UID, waitsOnEtcd bool) (*v1alpha1.InstallPlan, bool) {
 	t.Helper()
 	for _, c := range []chan string{lookups.started, lookups.finished} {
 		for len(c) > 0 {
@@ -348,9 +349,17 @@ func planBehind(t *testing.T, ctx context.Context, writer, reader *testenv.Env, 
 	select {
 	case got := <-lookups.started:
 		behind = got == ns
-		select {
-		case <-lookups.finished:
-		case <-time.After(time.Second):
+		if waitsOnEtcd {
+			select {
+			case <-lookups.finished:
+			case <-time.After(time.Second):
+			}
+		} else {
+			select {
+			case <-lookups.finished:
+			case <-time.After(testenv.Patience):
+				t.Fatal("a watch-cache lookup did not answer while its apiserver was held")
+			}
 		}
 	case err := <-created:
 		t.Fatalf("plan created without a lookup while the reader was held: %v", err)
