@@ -8,12 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -85,21 +83,15 @@ func StartPair(dir string, defs []*apiextensionsv1.CustomResourceDefinition) (p 
 		}
 		// Stopped before the links and etcd: stops run last first.
 		p.stops = append(p.stops, api.Stop)
-		plane := &envtest.ControlPlane{APIServer: api, Etcd: etcd}
-		user, err := plane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, &rest.Config{QPS: 1000, Burst: 2000})
+		e, err := connect(&envtest.ControlPlane{APIServer: api, Etcd: etcd})
 		if err != nil {
-			return p, err
+			return p, fmt.Errorf("kube-apiserver %s: %w", side.name, err)
 		}
-		s := Scheme()
-		c, err := client.New(user.Config(), client.Options{Scheme: s})
-		if err != nil {
-			return p, err
-		}
-		*side.env = &Env{Config: user.Config(), Client: c, Scheme: s, stop: func() error { return nil }}
+		e.stop = func() error { return nil } // the Pair stops its processes
+		*side.env = e
 		*side.link = link
 	}
-	// Generous: discovery of new CRDs is slow on a busy machine, and only a hang should fail.
-	opts := envtest.CRDInstallOptions{CRDs: defs, MaxTime: StartTimeout, PollInterval: 100 * time.Millisecond}
+	opts := crdOptions(defs)
 	if _, err := envtest.InstallCRDs(p.A.Config, opts); err != nil {
 		return p, fmt.Errorf("installing CRDs through A: %w", err)
 	}

@@ -114,9 +114,21 @@ func StartWith(dir string, defs []*apiextensionsv1.CustomResourceDefinition) (*E
 	return e, nil
 }
 
-// prepare connects to a started control plane as an administrator, waits for the default
-// namespace and installs the CRDs.
+// prepare connects to a started control plane and installs the CRDs.
 func prepare(plane *envtest.ControlPlane, defs []*apiextensionsv1.CustomResourceDefinition) (*Env, error) {
+	e, err := connect(plane)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := envtest.InstallCRDs(e.Config, crdOptions(defs)); err != nil {
+		return nil, fmt.Errorf("installing the CRDs: %w", err)
+	}
+	return e, nil
+}
+
+// connect connects to a started control plane's apiserver as an administrator and waits for the
+// default namespace. Stopping the Env stops the plane.
+func connect(plane *envtest.ControlPlane) (*Env, error) {
 	// Tests create many objects at once: no client-side throttling, as the Environment does.
 	admin, err := plane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, &rest.Config{QPS: 1000, Burst: 2000})
 	if err != nil {
@@ -135,10 +147,13 @@ func prepare(plane *envtest.ControlPlane, defs []*apiextensionsv1.CustomResource
 	if err != nil {
 		return nil, fmt.Errorf("the default namespace never appeared: %w", err)
 	}
-	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{CRDs: defs, MaxTime: StartTimeout, PollInterval: 100 * time.Millisecond}); err != nil {
-		return nil, fmt.Errorf("installing the CRDs: %w", err)
-	}
 	return &Env{Config: cfg, Client: c, Scheme: s, stop: plane.Stop}, nil
+}
+
+// crdOptions install the CRDs and wait for them to be served up to StartTimeout: discovery of new
+// CRDs is slow on a busy machine, and only a hang should fail.
+func crdOptions(defs []*apiextensionsv1.CustomResourceDefinition) envtest.CRDInstallOptions {
+	return envtest.CRDInstallOptions{CRDs: defs, MaxTime: StartTimeout, PollInterval: 100 * time.Millisecond}
 }
 
 // Stop stops the control plane.
