@@ -42,8 +42,6 @@ type LiveSubscriptions struct {
 	// WatchCache reads the serving apiserver's watch cache instead of a consistent List: cheaper
 	// for bursts of plans, but a Subscription committed a moment before can be missed.
 	WatchCache bool
-	// Webhook labels the read counter (default "installplans").
-	Webhook string
 }
 
 // Read names of olmguard_webhook_subscription_reads_total.
@@ -61,13 +59,9 @@ func (l LiveSubscriptions) Subscriptions(ctx context.Context, namespace string, 
 	if l.WatchCache {
 		opts, read = append(opts, fromWatchCache()), ReadWatchCache
 	}
-	webhook := l.Webhook
-	if webhook == "" {
-		webhook = installPlansWebhook
-	}
 	subs, err := l.list(ctx, withInstallPlanRef, opts)
 	if err == nil {
-		metrics.SubscriptionReads.WithLabelValues(webhook, read).Inc()
+		metrics.SubscriptionReads.WithLabelValues(installPlansWebhook, read).Inc()
 	}
 	return subs, err
 }
