@@ -38,7 +38,7 @@ OLM_CRDS ?= $(wildcard $(CURDIR)/../shared/olm-crds)
 ## against OLM's real CRDs when OLM_CRDS is set or ../shared/olm-crds exists. Ends with a table of
 ## each tier's wall time.
 test: binaries
-	$(TEST_ENV) OLM_CRDS=$(OLM_CRDS) hack/test.sh
+	$(TEST_ENV) OLM_CRDS=$(OLM_CRDS) REAL_CRD_PKGS="$(REAL_CRD_PKGS)" hack/test.sh
 
 ## cluster-up / cluster-down: a local kwok cluster (kube-apiserver, etcd, kube-controller-manager,
 ## kube-scheduler and fake nodes) from the cached binaries. Prints the kubeconfig path.
