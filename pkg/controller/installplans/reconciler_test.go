@@ -91,21 +91,8 @@ func TestNoPatchBeforeFirstStatus(t *testing.T) {
 	if err := sim.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "install-", Namespace: ns},
-		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"x.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true, Generation: 1}}
-	if err := env.Client.Create(ctx, ip); err != nil {
-		t.Fatal(err)
-	}
-	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns},
-		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "c", CatalogSourceNamespace: "olm", Package: "x"}}
-	if err := env.Client.Create(ctx, sub); err != nil {
-		t.Fatal(err)
-	}
-	sub.Status.InstallPlanRef = &corev1.ObjectReference{Kind: "InstallPlan", Name: ip.Name, Namespace: ns, UID: ip.UID}
-	sub.Status.LastUpdated = metav1.Now()
-	if err := env.Client.Status().Update(ctx, sub); err != nil {
-		t.Fatal(err)
-	}
+	ip := createPlan(t, ctx, ns, "install-", "x")
+	sub := createSubscriptionOf(t, ctx, ip, metav1.ObjectMeta{Name: "x", Namespace: ns}, "x")
 	rv := ip.ResourceVersion
 	reconciledUpTo(t, ctx, ns)
 	fresh := &v1alpha1.InstallPlan{}
@@ -116,8 +103,7 @@ func TestNoPatchBeforeFirstStatus(t *testing.T) {
 		t.Fatalf("plan written before its first status (owners %v): OLM's UpdateStatus would conflict", fresh.OwnerReferences)
 	}
 	// OLM's first status write, on the object Create returned, must succeed; then the repair comes.
-	ip.Status = v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseInstalling, CatalogSources: []string{"c"},
-		Plan: []*v1alpha1.Step{{Resolving: "x.v1", Status: "Unknown", Resource: v1alpha1.StepResource{Kind: "ClusterServiceVersion", Name: "x.v1"}}}}
+	ip.Status = installingStatus("x.v1")
 	if err := env.Client.Status().Update(ctx, ip); err != nil {
 		t.Fatalf("OLM's first status write failed: %v", err)
 	}
@@ -135,30 +121,49 @@ func TestNoPatchBeforeFirstStatus(t *testing.T) {
 // events of the objects written before included, has been reconciled by then.
 func reconciledUpTo(t *testing.T, ctx context.Context, ns string) {
 	t.Helper()
-	ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "marker-", Namespace: ns},
-		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"marker.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true, Generation: 1}}
-	if err := env.Client.Create(ctx, ip); err != nil {
-		t.Fatal(err)
-	}
-	ip.Status = v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseInstalling, CatalogSources: []string{"c"},
-		Plan: []*v1alpha1.Step{{Resolving: "marker.v1", Status: "Unknown", Resource: v1alpha1.StepResource{Kind: "ClusterServiceVersion", Name: "marker.v1"}}}}
+	ip := createPlan(t, ctx, ns, "marker-", "marker")
+	ip.Status = installingStatus("marker.v1")
 	if err := env.Client.Status().Update(ctx, ip); err != nil {
 		t.Fatal(err)
 	}
-	sub := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{GenerateName: "marker-", Namespace: ns},
-		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "c", CatalogSourceNamespace: "olm", Package: "marker"}}
-	if err := env.Client.Create(ctx, sub); err != nil {
-		t.Fatal(err)
-	}
-	sub.Status.InstallPlanRef = &corev1.ObjectReference{Kind: "InstallPlan", Name: ip.Name, Namespace: ns, UID: ip.UID}
-	sub.Status.LastUpdated = metav1.Now()
-	if err := env.Client.Status().Update(ctx, sub); err != nil {
-		t.Fatal(err)
-	}
+	sub := createSubscriptionOf(t, ctx, ip, metav1.ObjectMeta{GenerateName: "marker-", Namespace: ns}, "marker")
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		return hasOwner(ip, sub.UID), env.Client.Get(ctx, client.ObjectKeyFromObject(ip), ip)
 	})
 	if err != nil {
 		t.Fatalf("marker plan %s/%s not repaired: %v", ns, ip.Name, err)
 	}
+}
+
+// createPlan creates a plan for package pkg's CSV <pkg>.v1 as OLM's Create does: no status yet.
+func createPlan(t *testing.T, ctx context.Context, ns, generateName, pkg string) *v1alpha1.InstallPlan {
+	t.Helper()
+	ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: generateName, Namespace: ns},
+		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{pkg + ".v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true, Generation: 1}}
+	if err := env.Client.Create(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	return ip
+}
+
+// installingStatus is OLM's first status write of a plan installing csv.
+func installingStatus(csv string) v1alpha1.InstallPlanStatus {
+	return v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseInstalling, CatalogSources: []string{"c"},
+		Plan: []*v1alpha1.Step{{Resolving: csv, Status: "Unknown", Resource: v1alpha1.StepResource{Kind: "ClusterServiceVersion", Name: csv}}}}
+}
+
+// createSubscriptionOf creates a Subscription to pkg whose status names ip, as OLM's
+// setIPReference leaves it, without being one of ip's owners.
+func createSubscriptionOf(t *testing.T, ctx context.Context, ip *v1alpha1.InstallPlan, meta metav1.ObjectMeta, pkg string) *v1alpha1.Subscription {
+	t.Helper()
+	sub := &v1alpha1.Subscription{ObjectMeta: meta, Spec: v1alpha1.SubscriptionSpec{CatalogSource: "c", CatalogSourceNamespace: "olm", Package: pkg}}
+	if err := env.Client.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	sub.Status.InstallPlanRef = &corev1.ObjectReference{Kind: "InstallPlan", Name: ip.Name, Namespace: ip.Namespace, UID: ip.UID}
+	sub.Status.LastUpdated = metav1.Now()
+	if err := env.Client.Status().Update(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	return sub
 }
