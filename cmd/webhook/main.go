@@ -31,7 +31,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		},
 		Validate: opts.Validate,
 		Run: func(ctx context.Context, cfg *rest.Config) error {
-			opts.Handlers = handlers.Handlers()
+			opts.Endpoints = handlers.Admission()
 			return webhook.Run(ctx, cfg, opts)
 		},
 	}.Main(args, stdout, stderr)

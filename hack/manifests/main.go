@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/olmguard/olmguard/manifests"
+	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
@@ -34,7 +36,7 @@ func run(args []string) error {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		b, err := registration.Manifest(registration.DefaultOptions())
+		b, err := registration.Manifest(registration.DefaultOptions(), admit.Webhooks(setup.DefaultWebhook().Admission()))
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,17 @@ import (
 )
 
 var (
+	// WebhookRequests counts every admission answer by path and result (allowed, patched,
+	// denied, error: a handler failed and the request was admitted unchanged).
+	WebhookRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_webhook_requests_total",
+		Help: "Admission requests answered by olmguard, by path and result (allowed, patched, denied, error).",
+	}, []string{"path", "result"})
+	// WebhookCertificateExpiry is the serving certificate's NotAfter.
+	WebhookCertificateExpiry = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "olmguard_webhook_certificate_expiration_timestamp_seconds",
+		Help: "NotAfter of the serving certificate currently loaded, in seconds since the epoch.",
+	})
 	// Mutations counts admission requests a mutating webhook answered with a patch, by webhook.
 	Mutations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "olmguard_webhook_mutations_total",
@@ -80,6 +91,6 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(Mutations, LookupErrors, SubscriptionReads, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
+	metrics.Registry.MustRegister(WebhookRequests, WebhookCertificateExpiry, Mutations, LookupErrors, SubscriptionReads, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
 		UnpackJobRepairs, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting)
 }

@@ -4,94 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/review"
 )
-
-// SubscriptionLister returns the Subscriptions of a namespace. Without withInstallPlanRef the
-// caller needs only names, UIDs and deletion (an InstallPlan CREATE: OLM means a new plan to be
-// owned by every Subscription), and InstallPlanRef may be left empty.
-type SubscriptionLister interface {
-	Subscriptions(ctx context.Context, namespace string, withInstallPlanRef bool) ([]Subscription, error)
-}
-
-// LiveSubscriptions lists Subscriptions from the apiserver on every call: the webhook must see a
-// Subscription created the moment before the plan (the OLM issue #3199 window), which no cache of
-// its own can promise.
-//
-// The F1 guarantee rests on the read being linearizable. The Subscription #3199 leaves out of a
-// plan was committed before OLM's resolver listed Subscriptions, so before the plan's CREATE was
-// sent (olm-facts.md §1.5). A consistent List (no resourceVersion, the default here) returns every
-// object committed before it began, on whichever apiserver serves it: Kubernetes 1.31+ serves it
-// from the watch cache once that cache has caught up with etcd's current revision, older versions
-// from etcd. A watch-cache read (WatchCache, resourceVersion "0") answers from what the serving
-// apiserver's cache has received so far, which can trail a write made a moment before, on that
-// apiserver or, behind several apiservers, on another one (test/ha shows both). Its answers are
-// counted as such (olmguard_webhook_subscription_reads_total{read="watch-cache"}) and the
-// controller repairs any plan a stale read missed once OLM points the Subscription at it.
-type LiveSubscriptions struct {
-	Reader client.Reader
-	// WatchCache reads the serving apiserver's watch cache instead of a consistent List: cheaper
-	// for bursts of plans, but a Subscription committed a moment before can be missed.
-	WatchCache bool
-}
-
-// Read names of olmguard_webhook_subscription_reads_total.
-const (
-	ReadConsistent = "consistent"
-	ReadWatchCache = "watch-cache"
-)
-
-// Subscriptions lists the namespace's Subscriptions live. Without withInstallPlanRef it lists
-// their metadata only, which the apiserver sends as protobuf and without the status (every
-// catalog's health, the conditions): a smaller, faster answer (docs/performance.md).
-func (l LiveSubscriptions) Subscriptions(ctx context.Context, namespace string, withInstallPlanRef bool) ([]Subscription, error) {
-	opts := []client.ListOption{client.InNamespace(namespace)}
-	read := ReadConsistent
-	if l.WatchCache {
-		opts, read = append(opts, fromWatchCache()), ReadWatchCache
-	}
-	subs, err := l.list(ctx, withInstallPlanRef, opts)
-	if err == nil {
-		metrics.SubscriptionReads.WithLabelValues(installPlansWebhook, read).Inc()
-	}
-	return subs, err
-}
-
-func (l LiveSubscriptions) list(ctx context.Context, withInstallPlanRef bool, opts []client.ListOption) ([]Subscription, error) {
-	if withInstallPlanRef {
-		list := &v1alpha1.SubscriptionList{}
-		if err := l.Reader.List(ctx, list, opts...); err != nil {
-			return nil, err
-		}
-		return FromSubscriptions(list.Items), nil
-	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.SubscriptionKind + "List"))
-	if err := l.Reader.List(ctx, list, opts...); err != nil {
-		return nil, err
-	}
-	out := make([]Subscription, 0, len(list.Items))
-	for i := range list.Items {
-		m := &list.Items[i]
-		out = append(out, Subscription{Name: m.Name, UID: m.UID, Deleting: m.DeletionTimestamp != nil})
-	}
-	return out, nil
-}
-
-// fromWatchCache makes a List read the apiserver's watch cache (resourceVersion "0") instead of
-// waiting for a consistent read. A new value each time: the client fills in the Raw options.
-func fromWatchCache() client.ListOption {
-	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
-}
 
 // FromSubscriptions turns typed Subscriptions into the view the owner computation uses.
 func FromSubscriptions(items []v1alpha1.Subscription) []Subscription {
@@ -110,12 +32,11 @@ func FromSubscriptions(items []v1alpha1.Subscription) []Subscription {
 // InstallPlanHandler serves /mutate/installplans: it merges into every plan the ownerReferences
 // of the live Subscriptions it serves (F1, OLM issue #3199).
 type InstallPlanHandler struct {
-	Subscriptions SubscriptionLister
-	// LookupTimeout bounds the Subscription lookup (default 2s; the webhook's own timeout is 3s).
-	LookupTimeout time.Duration
+	Subscriptions admit.Subscriptions
 }
 
-const installPlansWebhook = "installplans"
+// InstallPlansWebhook labels this handler's metrics.
+const InstallPlansWebhook = "installplans"
 
 // Handle answers one AdmissionReview.
 func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -149,26 +70,18 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 		}
 		oldRefs = old.OwnerReferences
 	}
-	timeout := h.LookupTimeout
-	if timeout <= 0 {
-		timeout = 2 * time.Second
-	}
-	lctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	subs, err := h.Subscriptions.Subscriptions(lctx, ns, op == Update)
+	// A CREATE needs names and UIDs only: OLM means a new plan to be owned by every
+	// Subscription. An UPDATE also needs each status.installPlanRef.
+	subs, err := h.Subscriptions.List(ctx, ns, op == Create)
 	if err != nil {
-		// Fail open: OLM's write goes through as it is and the controller repairs the plan.
-		metrics.LookupErrors.WithLabelValues(installPlansWebhook).Inc()
-		resp := admission.Allowed("")
-		resp.Warnings = []string{"olmguard: could not list Subscriptions, ownerReferences left for the controller to repair: " + err.Error()}
-		return resp
+		return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "ownerReferences left for the controller to repair", err)
 	}
-	owners := InstallPlanOwners(op, name, obj.UID, oldRefs, subs)
+	owners := InstallPlanOwners(op, name, obj.UID, oldRefs, FromSubscriptions(subs))
 	ops := OwnerReferencesPatch(obj.OwnerReferences, owners)
 	if len(ops) == 0 {
 		return admission.Allowed("")
 	}
-	metrics.Mutations.WithLabelValues(installPlansWebhook).Inc()
+	metrics.Mutations.WithLabelValues(InstallPlansWebhook).Inc()
 	return admission.Patched("added Subscription ownerReferences", ops...)
 }
 

@@ -6,17 +6,15 @@ import (
 	"net/http"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/metrics"
-	"github.com/olmguard/olmguard/pkg/olm"
-	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/review"
 )
 
-const jobsWebhook = "jobs"
+// JobsWebhook labels this handler's metrics.
+const JobsWebhook = "jobs"
 
 // JobHandler serves /mutate/jobs: OLM's unpack Jobs get a namespace-scoped name and a TTL (F4,
 // OLM issue #3210).
@@ -26,27 +24,7 @@ type JobHandler struct {
 	// Catalogs tells whether a namespace holds a CatalogSource. OLM creates unpack Jobs only in
 	// the CatalogSource's namespace, so a look-alike Job anywhere else is a tenant's and is left
 	// as written.
-	Catalogs CatalogNamespaces
-}
-
-// CatalogNamespaces answers whether a namespace holds at least one CatalogSource.
-type CatalogNamespaces interface {
-	HasCatalogSource(ctx context.Context, namespace string) (bool, error)
-}
-
-// LiveCatalogNamespaces lists CatalogSources' metadata from the apiserver's watch cache
-// (resourceVersion "0"): a catalog exists long before its first unpack Job, and the read then
-// skips the consistent-read wait (up to 100 ms on a quiet resource, docs/performance.md).
-type LiveCatalogNamespaces struct{ Reader client.Reader }
-
-// HasCatalogSource lists the namespace's CatalogSources.
-func (l LiveCatalogNamespaces) HasCatalogSource(ctx context.Context, namespace string) (bool, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.CatalogSourceKind + "List"))
-	if err := l.Reader.List(ctx, list, client.InNamespace(namespace), fromWatchCache()); err != nil {
-		return false, err
-	}
-	return len(list.Items) > 0, nil
+	Catalogs admit.CatalogNamespaces
 }
 
 // Handle answers one AdmissionReview.
@@ -88,10 +66,10 @@ func (h *JobHandler) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	switch ok, err := h.Catalogs.HasCatalogSource(ctx, ns); {
 	case err != nil:
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("looking up CatalogSources in %s: %w", ns, err))
+		return admit.LookupFailed(ctx, JobsWebhook, "CatalogSources in "+ns, "unpack Job left as OLM named it", err)
 	case !ok:
 		return admission.Allowed("no CatalogSource in " + ns + ": not an OLM unpack Job")
 	}
-	metrics.Mutations.WithLabelValues(jobsWebhook).Inc()
+	metrics.Mutations.WithLabelValues(JobsWebhook).Inc()
 	return admission.Patched("namespace-scoped unpack Job name (OLM issue #3210)", ops...)
 }

@@ -9,10 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/metrics"
 )
 
 func jobRequest(op admissionv1.Operation, obj []byte) admission.Request {
@@ -83,22 +87,31 @@ func TestJobHandler(t *testing.T) {
 }
 
 // A Job that looks like an unpack Job outside a namespace holding a CatalogSource is a tenant's:
-// olmguard leaves it as written. A failed lookup is an error (the server admits it unchanged).
+// olmguard leaves it as written. A failed lookup admits the Job unchanged, warned and counted.
 func TestJobHandlerOnlyInCatalogNamespaces(t *testing.T) {
 	raw := jobJSON(t, unpackJob(), nil)
 	for _, tc := range []struct {
-		name     string
-		catalogs CatalogNamespaces
-		wantCode int32 // 0: allowed
-		patched  bool
+		name        string
+		catalogs    admit.CatalogNamespaces
+		wantCode    int32 // 0: allowed
+		patched     bool
+		lookupError bool
 	}{
-		{"catalog namespace", catalogsIn{namespaces: []string{"olm"}}, 0, true},
-		{"tenant namespace", catalogsIn{namespaces: []string{"openshift-marketplace"}}, 0, false},
-		{"lookup fails", catalogsIn{err: errors.New("forbidden")}, http.StatusInternalServerError, false},
-		{"no lookup configured", nil, http.StatusInternalServerError, false},
+		{"catalog namespace", catalogsIn{namespaces: []string{"olm"}}, 0, true, false},
+		{"tenant namespace", catalogsIn{namespaces: []string{"openshift-marketplace"}}, 0, false, false},
+		{"lookup fails", catalogsIn{err: errors.New("forbidden")}, 0, false, true},
+		{"no lookup configured", nil, http.StatusInternalServerError, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			counter := metrics.LookupErrors.WithLabelValues(JobsWebhook)
+			before := testutil.ToFloat64(counter)
 			r := (&JobHandler{TTL: time.Minute, Catalogs: tc.catalogs}).Handle(context.Background(), jobRequest(admissionv1.Create, raw))
+			if got := testutil.ToFloat64(counter) - before; (got == 1) != tc.lookupError {
+				t.Errorf("lookup errors increased by %v, want a count: %v", got, tc.lookupError)
+			}
+			if tc.lookupError && len(r.Warnings) != 1 {
+				t.Errorf("warnings = %q, want one", r.Warnings)
+			}
 			if got := len(r.Patches) > 0; got != tc.patched {
 				t.Errorf("patched=%v, want %v (%v)", got, tc.patched, r.Patches)
 			}

@@ -26,11 +26,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/internal/latency"
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/pkg/webhook"
 )
 
 var (
@@ -50,18 +50,18 @@ const noLookupNamespace = "load-no-lookup"
 // memoSubscriptions lists a namespace's whole Subscriptions live once (so it can answer a CREATE's
 // question and an UPDATE's), then answers from memory.
 type memoSubscriptions struct {
-	live mutate.SubscriptionLister
+	live admit.Subscriptions
 	mu   sync.Mutex
-	seen map[string][]mutate.Subscription
+	seen map[string][]v1alpha1.Subscription
 }
 
-func (m *memoSubscriptions) Subscriptions(ctx context.Context, ns string, _ bool) ([]mutate.Subscription, error) {
+func (m *memoSubscriptions) List(ctx context.Context, ns string, _ bool) ([]v1alpha1.Subscription, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if subs, ok := m.seen[ns]; ok {
 		return subs, nil
 	}
-	subs, err := m.live.Subscriptions(ctx, ns, true)
+	subs, err := m.live.List(ctx, ns, false)
 	if err == nil {
 		m.seen[ns] = subs
 	}
@@ -69,13 +69,13 @@ func (m *memoSubscriptions) Subscriptions(ctx context.Context, ns string, _ bool
 }
 
 // withoutLookupIn serves plans of namespace ns from memoized Subscriptions, others as production.
-func withoutLookupIn(ns string, production webhook.HandlerFactory) webhook.HandlerFactory {
+func withoutLookupIn(ns string, production admit.HandlerFactory) admit.HandlerFactory {
 	return func(mgr manager.Manager) (admission.Handler, error) {
 		h, err := production(mgr)
 		if err != nil {
 			return nil, err
 		}
-		memo := &mutate.InstallPlanHandler{Subscriptions: &memoSubscriptions{live: mutate.LiveSubscriptions{Reader: mgr.GetAPIReader()}, seen: map[string][]mutate.Subscription{}}}
+		memo := &mutate.InstallPlanHandler{Subscriptions: &memoSubscriptions{live: admit.LiveSubscriptions{Reader: mgr.GetAPIReader()}, seen: map[string][]v1alpha1.Subscription{}}}
 		return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 			if req.Namespace == ns {
 				return memo.Handle(ctx, req)
@@ -304,11 +304,11 @@ func BenchmarkLiveSubscriptionLookup(b *testing.B) {
 	if benchErr != nil {
 		b.Fatal(benchErr)
 	}
-	l := mutate.LiveSubscriptions{Reader: env.Client}
+	l := admit.LiveSubscriptions{Reader: env.Client}
 	read := func(full bool) func() error {
 		return func() error {
-			subs, err := l.Subscriptions(ctx, ns, full)
-			if err == nil && (len(subs) != 10 || (subs[0].InstallPlanRef != "") != full) {
+			subs, err := l.List(ctx, ns, !full)
+			if err == nil && (len(subs) != 10 || (subs[0].Status.InstallPlanRef != nil) != full) {
 				err = fmt.Errorf("read %d Subscriptions: %+v", len(subs), subs)
 			}
 			return err

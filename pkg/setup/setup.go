@@ -9,19 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
 	"github.com/olmguard/olmguard/pkg/controller/installplans"
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
-	"github.com/olmguard/olmguard/pkg/mutate"
-	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/validate"
-	"github.com/olmguard/olmguard/pkg/webhook"
 )
 
 // Webhook is the configuration of olmguard's admission handlers.
@@ -31,9 +25,9 @@ type Webhook struct {
 	UnpackJobTTL time.Duration
 	// CleanupUsers may remove olmguard.io/cleanup while a cleanup is pending.
 	CleanupUsers []string
-	// ConsistentSubscriptionReads makes the InstallPlan webhook list Subscriptions with a
-	// consistent read (the default, which F1's guarantee rests on); false reads the apiserver's
-	// watch cache (mutate.LiveSubscriptions).
+	// ConsistentSubscriptionReads makes the handlers list Subscriptions with a consistent read
+	// (the default, which F1's guarantee rests on); false reads the apiserver's watch cache
+	// (admit.LiveSubscriptions).
 	ConsistentSubscriptionReads bool
 }
 
@@ -47,29 +41,7 @@ func (w *Webhook) BindFlags(fs *flag.FlagSet) {
 	w.Policies.BindFlags(fs)
 	fs.DurationVar(&w.UnpackJobTTL, "unpack-job-ttl", w.UnpackJobTTL, "ttlSecondsAfterFinished given to bundle unpack Jobs OLM creates without one (0 leaves them as they are)")
 	fs.Var(userList{&w.CleanupUsers}, "cleanup-finalizer-users", "comma-separated users allowed to remove olmguard.io/cleanup during a cleanup: the controller's identity")
-	fs.BoolVar(&w.ConsistentSubscriptionReads, "consistent-subscription-reads", w.ConsistentSubscriptionReads, "list an InstallPlan's Subscriptions with a consistent read, which finds every Subscription committed before the plan on any apiserver; false reads the serving apiserver's watch cache, which is cheaper under bursts of plans but can miss a Subscription created a moment before (the controller then repairs the plan)")
-}
-
-// Handlers returns the handler of every admission path olmguard implements. Lookups read the
-// apiserver live (mgr.GetAPIReader): a Subscription created milliseconds before a plan must be
-// seen, and the webhook then needs no watch permission nor cache memory.
-func (w Webhook) Handlers() map[string]webhook.HandlerFactory {
-	return map[string]webhook.HandlerFactory{
-		olmguard.MutateInstallPlansPath: func(mgr manager.Manager) (admission.Handler, error) {
-			return &mutate.InstallPlanHandler{Subscriptions: mutate.LiveSubscriptions{Reader: mgr.GetAPIReader(), WatchCache: !w.ConsistentSubscriptionReads}}, nil
-		},
-		olmguard.MutateJobsPath: func(mgr manager.Manager) (admission.Handler, error) {
-			return &mutate.JobHandler{TTL: w.UnpackJobTTL, Catalogs: mutate.LiveCatalogNamespaces{Reader: mgr.GetAPIReader()}}, nil
-		},
-		olmguard.MutateClusterServiceVersionsPath:   webhook.Static(mutate.CSVHandler{}),
-		olmguard.ValidateClusterServiceVersionsPath: webhook.Static(&validate.CSVHandler{Policies: w.Policies, CleanupUsers: w.CleanupUsers}),
-		olmguard.ValidateSubscriptionsPath: func(mgr manager.Manager) (admission.Handler, error) {
-			return &validate.SubscriptionHandler{Reader: mgr.GetAPIReader(), Policies: w.Policies}, nil
-		},
-		olmguard.ValidateInstallPlansPath: func(mgr manager.Manager) (admission.Handler, error) {
-			return &validate.InstallPlanHandler{Reader: mgr.GetAPIReader(), Policies: w.Policies}, nil
-		},
-	}
+	fs.BoolVar(&w.ConsistentSubscriptionReads, "consistent-subscription-reads", w.ConsistentSubscriptionReads, "list Subscriptions (an InstallPlan's owners, the Subscription and InstallPlan policies) with a consistent read, which finds every Subscription committed before the request on any apiserver; false reads the serving apiserver's watch cache, which is cheaper under bursts of plans but can miss a Subscription created a moment before (the controller then repairs the plan)")
 }
 
 // Reconcilers returns every reconciler of the controller.

@@ -57,8 +57,12 @@ func startWebhook() (stop func() error, err error) {
 	o.SelfSigned, o.Port = true, port
 	o.RegisterURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
-	o.Handlers = setup.DefaultWebhook().Handlers()
-	o.Handlers[olmguard.MutateInstallPlansPath] = withoutLookupIn(noLookupNamespace, o.Handlers[olmguard.MutateInstallPlansPath])
+	o.Endpoints = setup.DefaultWebhook().Admission()
+	for i := range o.Endpoints {
+		if o.Endpoints[i].Path == olmguard.MutateInstallPlansPath {
+			o.Endpoints[i].Handler = withoutLookupIn(noLookupNamespace, o.Endpoints[i].Handler)
+		}
+	}
 	s, err := webhook.New(env.Config, o)
 	if err != nil {
 		return nil, err

@@ -4,43 +4,28 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/review"
 )
 
-// lookupTimeout bounds live lookups inside the webhook's 3 s budget.
-const lookupTimeout = 2 * time.Second
-
-// failOpen allows a request whose lookup failed, with a warning: olmguard never blocks OLM
-// because it could not read something.
-func failOpen(what string, err error) admission.Response {
-	resp := admission.Allowed("")
-	resp.Warnings = []string{fmt.Sprintf("olmguard: could not list %s, policies not checked: %v", what, err)}
-	return resp
-}
-
-func listSubscriptions(ctx context.Context, r client.Reader, ns string) ([]v1alpha1.Subscription, error) {
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	defer cancel()
-	list := &v1alpha1.SubscriptionList{}
-	if err := r.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	return list.Items, nil
-}
+// Metric labels of the validating handlers.
+const (
+	SubscriptionsWebhook = "validate-subscriptions"
+	InstallPlansWebhook  = "validate-installplans"
+)
 
 // SubscriptionHandler serves /validate/subscriptions: duplicate packages and mixed approval.
 type SubscriptionHandler struct {
-	Reader   client.Reader
-	Policies Policies
+	Subscriptions admit.Subscriptions
+	Policies      Policies
 }
 
 // Handle answers one AdmissionReview.
@@ -67,9 +52,9 @@ func (h *SubscriptionHandler) Handle(ctx context.Context, req admission.Request)
 	if sub.Namespace == "" {
 		sub.Namespace = req.Namespace
 	}
-	others, err := listSubscriptions(ctx, h.Reader, sub.Namespace)
+	others, err := h.Subscriptions.List(ctx, sub.Namespace, false)
 	if err != nil {
-		return failOpen("Subscriptions", err)
+		return admit.LookupFailed(ctx, SubscriptionsWebhook, "Subscriptions", "policies not checked", err)
 	}
 	return Respond(SubscriptionPolicies(h.Policies, sub, others))
 }
@@ -85,8 +70,8 @@ func decodeObject(raw []byte, into client.Object) error {
 // InstallPlanHandler serves /validate/installplans: an update must not drop a live
 // Subscription's ownerReference.
 type InstallPlanHandler struct {
-	Reader   client.Reader
-	Policies Policies
+	Subscriptions admit.Subscriptions
+	Policies      Policies
 }
 
 // Handle answers one AdmissionReview.
@@ -112,9 +97,9 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 	if ns == "" {
 		ns = req.Namespace
 	}
-	subs, err := listSubscriptions(ctx, h.Reader, ns)
+	subs, err := h.Subscriptions.List(ctx, ns, true)
 	if err != nil {
-		return failOpen("Subscriptions", err)
+		return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "policies not checked", err)
 	}
 	live := map[string]types.UID{}
 	for _, s := range subs {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
@@ -146,7 +149,7 @@ func TestSubscriptionHandler(t *testing.T) {
 	reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&existing).Build()
 	p := DefaultPolicies()
 	p.DuplicatePackage = Enforce
-	h := &SubscriptionHandler{Reader: reader, Policies: p}
+	h := &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p}
 	dup, manual, same := sub("b", "etcd", v1alpha1.ApprovalAutomatic), sub("c", "redis", v1alpha1.ApprovalManual), sub("a", "etcd", v1alpha1.ApprovalAutomatic)
 
 	if r := h.Handle(context.Background(), request(t, "Subscription", admissionv1.Create, dup, nil)); r.Allowed || !strings.Contains(r.Result.Message, `package "etcd"`) {
@@ -161,9 +164,34 @@ func TestSubscriptionHandler(t *testing.T) {
 	if r := h.Handle(context.Background(), request(t, "Subscription", admissionv1.Create, []byte(`{"spec":`), nil)); r.Allowed || r.Result.Code != http.StatusBadRequest {
 		t.Errorf("malformed = %+v", r.Result)
 	}
-	failing := &SubscriptionHandler{Reader: erroringReader{}, Policies: p}
-	if r := failing.Handle(context.Background(), request(t, "Subscription", admissionv1.Create, dup, nil)); !r.Allowed || len(r.Warnings) != 1 {
-		t.Errorf("lookup error must fail open with a warning: %+v", r)
+}
+
+// A failed lookup admits the object unchanged, warned, and is counted for its handler.
+func TestHandlersLookupFails(t *testing.T) {
+	failing := admit.LiveSubscriptions{Reader: erroringReader{}}
+	ref := metav1.OwnerReference{APIVersion: "operators.coreos.com/v1alpha1", Kind: "Subscription", Name: "a", UID: "uid-a"}
+	dropsA := request(t, "InstallPlan", admissionv1.Update,
+		map[string]any{"metadata": map[string]any{"name": "install-1", "namespace": "ns"}},
+		map[string]any{"metadata": map[string]any{"name": "install-1", "namespace": "ns", "ownerReferences": []metav1.OwnerReference{ref}}})
+	p := DefaultPolicies()
+	p.DuplicatePackage = Enforce
+	for _, tc := range []struct {
+		webhook string
+		h       admission.Handler
+		req     admission.Request
+	}{
+		{SubscriptionsWebhook, &SubscriptionHandler{Subscriptions: failing, Policies: p}, request(t, "Subscription", admissionv1.Create, sub("b", "etcd", ""), nil)},
+		{InstallPlansWebhook, &InstallPlanHandler{Subscriptions: failing, Policies: p}, dropsA},
+	} {
+		counter := metrics.LookupErrors.WithLabelValues(tc.webhook)
+		before := testutil.ToFloat64(counter)
+		r := tc.h.Handle(context.Background(), tc.req)
+		if !r.Allowed || len(r.Patches) > 0 || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "policies not checked") {
+			t.Errorf("%s: lookup error must admit unchanged with a warning: %+v", tc.webhook, r)
+		}
+		if got := testutil.ToFloat64(counter) - before; got != 1 {
+			t.Errorf("%s: lookup errors increased by %v, want 1", tc.webhook, got)
+		}
 	}
 }
 
@@ -175,7 +203,7 @@ func (erroringReader) List(context.Context, client.ObjectList, ...client.ListOpt
 
 func TestInstallPlanHandler(t *testing.T) {
 	a, b := sub("a", "etcd", ""), sub("b", "redis", "")
-	h := &InstallPlanHandler{Reader: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a, &b).Build(), Policies: DefaultPolicies()}
+	h := &InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a, &b).Build()}, Policies: DefaultPolicies()}
 	plan := func(refs ...metav1.OwnerReference) map[string]any {
 		return map[string]any{"metadata": map[string]any{"name": "install-1", "namespace": "ns", "ownerReferences": refs}}
 	}
@@ -204,11 +232,11 @@ func FuzzHandlers(f *testing.F) {
 		reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a).Build()
 		p := Policies{MixedApproval: Enforce, DuplicatePackage: Enforce, InstallPlanOwnerDrop: Enforce}
 		p.CleanupFinalizer = Enforce
-		var h admission.Handler = &SubscriptionHandler{Reader: reader, Policies: p}
+		var h admission.Handler = &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p}
 		kind := "Subscription"
 		switch which % 3 {
 		case 1:
-			h, kind = &InstallPlanHandler{Reader: reader, Policies: p}, "InstallPlan"
+			h, kind = &InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p}, "InstallPlan"
 		case 2:
 			h, kind = &CSVHandler{Policies: p}, "ClusterServiceVersion"
 		}

@@ -13,11 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/olmguard/olmguard/certs"
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
-// Options configure the webhook server. The exported fields above Handlers are its flags.
+// Options configure the webhook server. The exported fields above Endpoints are its flags.
 type Options struct {
 	// Port serves the admission paths over HTTPS.
 	Port int
@@ -48,8 +49,8 @@ type Options struct {
 	// (0: registration.DefaultTimeoutSeconds).
 	RegisterTimeoutSeconds int32
 
-	// Handlers maps admission paths to their handlers. A path without one allows everything.
-	Handlers map[string]HandlerFactory
+	// Endpoints are the admission paths served and registered (pkg/setup's admission table).
+	Endpoints []admit.Endpoint
 	// CertRecheckInterval overrides how often a self-signed bundle is re-checked (tests).
 	CertRecheckInterval time.Duration
 }
@@ -129,10 +130,28 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("--register-url: %w", err)
 		}
 	}
-	for path := range o.Handlers {
-		if !slices.Contains(registration.Paths(), path) {
-			return fmt.Errorf("handler for unknown path %q", path)
+	return nil
+}
+
+// validateEndpoints rejects a table the server could not serve or register: no entry, a path
+// or name twice, a path that is not absolute, or an entry without a handler.
+func validateEndpoints(endpoints []admit.Endpoint) error {
+	if len(endpoints) == 0 {
+		return errors.New("no admission endpoints to serve")
+	}
+	paths, names := map[string]bool{}, map[string]bool{}
+	for _, e := range endpoints {
+		switch {
+		case !strings.HasPrefix(e.Path, "/"):
+			return fmt.Errorf("admission endpoint %q: the path must start with /", e.Path)
+		case paths[e.Path]:
+			return fmt.Errorf("admission endpoint %q is declared twice", e.Path)
+		case e.Name == "" || names[e.Name]:
+			return fmt.Errorf("admission endpoint %q: webhook name %q is empty or used twice", e.Path, e.Name)
+		case e.Handler == nil:
+			return fmt.Errorf("admission endpoint %q has no handler", e.Path)
 		}
+		paths[e.Path], names[e.Name] = true, true
 	}
 	return nil
 }

@@ -1,17 +1,15 @@
 package webhook
 
 import (
-	"context"
 	"flag"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
-	"gomodules.xyz/jsonpatch/v2"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
-	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
 func TestDefaultOptionsFromFlags(t *testing.T) {
@@ -74,8 +72,6 @@ func TestOptionsValidate(t *testing.T) {
 		"cert longer than CA":       {func(o *Options) { o.SelfSignedCertDuration = o.SelfSignedCADuration + time.Hour }, false},
 		"tiny CA":                   {func(o *Options) { o.SelfSignedCADuration = time.Second }, false},
 		"durations ignored w/o -ss": {func(o *Options) { o.SelfSigned, o.CertDir, o.SelfSignedCADuration = false, "/c", 0 }, true},
-		"known handler path":        {func(o *Options) { o.Handlers = map[string]HandlerFactory{olmguard.MutateJobsPath: Static(AllowAll)} }, true},
-		"unknown handler path":      {func(o *Options) { o.Handlers = map[string]HandlerFactory{"/mutate/pods": Static(AllowAll)} }, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := valid()
@@ -103,41 +99,27 @@ func TestCertSpec(t *testing.T) {
 	}
 }
 
-func TestFailOpen(t *testing.T) {
-	const path = "/test/fail-open"
+func TestValidateEndpoints(t *testing.T) {
+	ep := func(name, path string, h admit.HandlerFactory) admit.Endpoint {
+		return admit.Endpoint{Webhook: registration.Webhook{Name: name, Path: path}, Handler: h}
+	}
+	allow := admit.Static(admit.AllowAll)
 	for name, tc := range map[string]struct {
-		h           admission.HandlerFunc
-		allowed     bool
-		result      string
-		wantWarning bool
+		endpoints []admit.Endpoint
+		wantErr   string
 	}{
-		"allowed": {func(context.Context, admission.Request) admission.Response { return admission.Allowed("") }, true, ResultAllowed, false},
-		"patched": {func(context.Context, admission.Request) admission.Response {
-			return admission.Patched("", jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/finalizers", Value: []string{"x"}})
-		}, true, ResultPatched, false},
-		"denied": {func(context.Context, admission.Request) admission.Response { return admission.Denied("no") }, false, ResultDenied, false},
-		"errored": {func(context.Context, admission.Request) admission.Response {
-			return admission.Errored(500, context.Canceled)
-		}, true, ResultError, true},
-		"bad request": {func(context.Context, admission.Request) admission.Response {
-			return admission.Errored(400, context.Canceled)
-		}, true, ResultError, true},
-		"panic": {func(context.Context, admission.Request) admission.Response { panic("boom") }, true, ResultError, true},
+		"one":           {[]admit.Endpoint{ep("a.olmguard.io", "/a", allow)}, ""},
+		"none":          {nil, "no admission endpoints"},
+		"relative path": {[]admit.Endpoint{ep("a.olmguard.io", "a", allow)}, "must start with /"},
+		"path twice":    {[]admit.Endpoint{ep("a.olmguard.io", "/a", allow), ep("b.olmguard.io", "/a", allow)}, "declared twice"},
+		"name twice":    {[]admit.Endpoint{ep("a.olmguard.io", "/a", allow), ep("a.olmguard.io", "/b", allow)}, "used twice"},
+		"no name":       {[]admit.Endpoint{ep("", "/a", allow)}, "empty"},
+		"no handler":    {[]admit.Endpoint{ep("a.olmguard.io", "/a", nil)}, "no handler"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			before := RequestsTotal(path, tc.result)
-			resp := failOpen{path: path, h: tc.h}.Handle(context.Background(), admission.Request{})
-			if resp.Allowed != tc.allowed {
-				t.Errorf("Allowed = %v, want %v", resp.Allowed, tc.allowed)
-			}
-			if got := RequestsTotal(path, tc.result) - before; got != 1 {
-				t.Errorf("counter %s increased by %v, want 1", tc.result, got)
-			}
-			if (len(resp.Warnings) > 0) != tc.wantWarning {
-				t.Errorf("warnings = %v, want some: %v", resp.Warnings, tc.wantWarning)
-			}
-			if tc.result == ResultError && len(resp.Patches) > 0 {
-				t.Error("a failed handler's patches must not be applied")
+			err := validateEndpoints(tc.endpoints)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("validateEndpoints = %v, want %q", err, tc.wantErr)
 			}
 		})
 	}

@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -34,6 +32,7 @@ import (
 	"github.com/olmguard/olmguard/certs"
 	"github.com/olmguard/olmguard/internal/kubeapi"
 	"github.com/olmguard/olmguard/internal/tlsconfig"
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -68,6 +67,9 @@ type Server struct {
 // listeners but contacts no apiserver; Start does.
 func New(cfg *rest.Config, o Options) (*Server, error) {
 	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := validateEndpoints(o.Endpoints); err != nil {
 		return nil, err
 	}
 	scheme, err := Scheme()
@@ -112,17 +114,13 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	for _, path := range registration.Paths() {
-		factory := o.Handlers[path]
-		if factory == nil {
-			factory = Static(AllowAll)
-		}
-		h, err := factory(mgr)
+	for _, e := range o.Endpoints {
+		h, err := e.Handler(mgr)
 		if err != nil {
 			s.cleanup()
-			return nil, fmt.Errorf("building the handler of %s: %w", path, err)
+			return nil, fmt.Errorf("building the handler of %s: %w", e.Path, err)
 		}
-		mgr.GetWebhookServer().Register(path, reviewGuard(&crwebhook.Admission{Handler: failOpen{path: path, h: h}}))
+		mgr.GetWebhookServer().Register(e.Path, reviewGuard(&crwebhook.Admission{Handler: admit.Serve(e.Path, h)}))
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		s.cleanup()
@@ -238,7 +236,7 @@ func (s *Server) registerWith(ctx context.Context, caBundle []byte) error {
 	if s.opts.RegisterTimeoutSeconds != 0 {
 		ro.TimeoutSeconds = s.opts.RegisterTimeoutSeconds
 	}
-	return registration.Apply(ctx, s.direct, ro)
+	return registration.Apply(ctx, s.direct, ro, admit.Webhooks(s.opts.Endpoints))
 }
 
 // ReadyCheck passes once the serving certificate is loaded, the caches are synced and the webhook
@@ -279,14 +277,6 @@ func recordExpiry(c tls.Certificate) {
 		return
 	}
 	if leaf, err := x509.ParseCertificate(c.Certificate[0]); err == nil {
-		certificateExpiry.Set(float64(leaf.NotAfter.Unix()))
+		metrics.WebhookCertificateExpiry.Set(float64(leaf.NotAfter.Unix()))
 	}
-}
-
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil || m.Counter == nil {
-		return 0
-	}
-	return m.Counter.GetValue()
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -30,10 +31,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/certs"
+	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
 	"github.com/olmguard/olmguard/test/testbin"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -96,18 +99,20 @@ type recorder struct {
 	seen map[string][]string // path -> "OPERATION namespace/name"
 }
 
-func (r *recorder) handlers() map[string]webhook.HandlerFactory {
+// endpoints is olmguard's admission table with every handler replaced by the recorder.
+func (r *recorder) endpoints() []admit.Endpoint {
 	r.seen = map[string][]string{}
-	hs := map[string]webhook.HandlerFactory{}
-	for _, path := range registration.Paths() {
-		hs[path] = webhook.Static(admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+	eps := setup.DefaultWebhook().Admission()
+	for i := range eps {
+		path := eps[i].Path
+		eps[i].Handler = admit.Static(admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.seen[path] = append(r.seen[path], fmt.Sprintf("%s %s/%s", req.Operation, req.Namespace, req.Name))
 			return admission.Allowed("")
 		}))
 	}
-	return hs
+	return eps
 }
 
 func (r *recorder) saw(path string, op admissionv1.Operation, ns, name string) bool {
@@ -251,7 +256,7 @@ func TestSelfSignedServerAdmitsThroughAPIServer(t *testing.T) {
 	o.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", healthPort)
 	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", metricsPort)
 	o.MetricsSecure = false // scraped over HTTP here; authorization is tested with the controller
-	o.Handlers = rec.handlers()
+	o.Endpoints = rec.endpoints()
 	s, err := webhook.New(env.Config, o)
 	if err != nil {
 		t.Fatal(err)
@@ -283,9 +288,10 @@ func TestSelfSignedServerAdmitsThroughAPIServer(t *testing.T) {
 	}
 
 	// An InstallPlan goes through the apiserver, which sends an AdmissionReview the server answers.
-	before := webhook.RequestsTotal(olmguard.MutateInstallPlansPath, webhook.ResultAllowed)
+	allowed := metrics.WebhookRequests.WithLabelValues(olmguard.MutateInstallPlansPath, admit.ResultAllowed)
+	before := testutil.ToFloat64(allowed)
 	eventually(t, c, rec, olmguard.MutateInstallPlansPath, func() client.Object { return installPlan("tenant") })
-	if webhook.RequestsTotal(olmguard.MutateInstallPlansPath, webhook.ResultAllowed) <= before {
+	if testutil.ToFloat64(allowed) <= before {
 		t.Error("the requests counter did not increase")
 	}
 	want := fmt.Sprintf(`olmguard_webhook_requests_total{path=%q,result="allowed"}`, olmguard.MutateInstallPlansPath)
@@ -411,7 +417,7 @@ func TestCertDirHotReload(t *testing.T) {
 	o.RegisterURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	o.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", healthPort)
 	o.MetricsBindAddress = "0"
-	o.Handlers = rec.handlers()
+	o.Endpoints = rec.endpoints()
 	s, err := webhook.New(env.Config, o)
 	if err != nil {
 		t.Fatal(err)

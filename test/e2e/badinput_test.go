@@ -33,9 +33,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
+	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -363,7 +364,7 @@ func TestBadInputAnsweredClearly(t *testing.T) {
 	}
 	n := 0
 	start := time.Now()
-	for _, path := range registration.Paths() {
+	for _, path := range admit.Paths(setup.DefaultWebhook().Admission()) {
 		tg, ok := tgs[path]
 		if !ok {
 			t.Fatalf("admission path %s has no target in this test", path)
@@ -467,7 +468,7 @@ func registeredEndpoints(t *testing.T, ctx context.Context, c *cluster.Cluster) 
 		urls[u.Path] = *cc.URL
 		ca = cc.CABundle
 	}
-	for _, path := range registration.Paths() {
+	for _, path := range admit.Paths(setup.DefaultWebhook().Admission()) {
 		if urls[path] == "" {
 			t.Fatalf("no registered webhook calls %s: %v", path, urls)
 		}

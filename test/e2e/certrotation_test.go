@@ -43,7 +43,7 @@ import (
 	"github.com/olmguard/olmguard/certs"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
+	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -526,11 +526,8 @@ func apiserverWebhookCounts(t *testing.T, ctx context.Context, c *cluster.Cluste
 		t.Fatalf("reading the kube-apiserver's metrics: %v", err)
 	}
 	ours := map[string]bool{}
-	for _, n := range []string{
-		registration.MutateInstallPlansName, registration.MutateClusterServiceVersionsName, registration.MutateJobsName,
-		registration.ValidateSubscriptionsName, registration.ValidateInstallPlansName, registration.ValidateClusterServiceVersionsName,
-	} {
-		ours[n] = true
+	for _, e := range setup.DefaultWebhook().Admission() {
+		ours[e.Name] = true
 	}
 	w := webhookCounts{byCall: map[string]float64{}}
 	for line := range strings.SplitSeq(string(raw), "\n") {

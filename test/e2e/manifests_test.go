@@ -24,8 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/manifests"
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
@@ -164,7 +166,7 @@ func TestManifests(t *testing.T) {
 
 func checkWebhookConfigurations(t *testing.T, overlay string, objs []*unstructured.Unstructured) {
 	t.Helper()
-	wantM, wantV := registration.Build(registration.DefaultOptions())
+	wantM, wantV := registration.Build(registration.DefaultOptions(), admit.Webhooks(setup.DefaultWebhook().Admission()))
 	var gotM admissionregistrationv1.MutatingWebhookConfiguration
 	var gotV admissionregistrationv1.ValidatingWebhookConfiguration
 	for _, o := range objs {
@@ -311,7 +313,7 @@ func startAsServiceAccounts(t *testing.T, ctx context.Context, c *cluster.Cluste
 	// The configurations exist before the webhook starts, as the manifests create them; the URL
 	// stands in for the Service.
 	if err := registration.Apply(ctx, c.Client, registration.Options{Namespace: olmguard.DefaultNamespace,
-		URL: fmt.Sprintf("https://127.0.0.1:%d", port), TimeoutSeconds: registration.DefaultTimeoutSeconds}); err != nil {
+		URL: fmt.Sprintf("https://127.0.0.1:%d", port), TimeoutSeconds: registration.DefaultTimeoutSeconds}, admit.Webhooks(setup.DefaultWebhook().Admission())); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeWebhookConfigurations(t, c) })

@@ -24,19 +24,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/internal/latency"
-	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // timedLookup records how long each lookup takes.
 type timedLookup struct {
-	inner mutate.SubscriptionLister
+	inner admit.Subscriptions
 	rec   *latency.Recorder
 }
 
-func (l timedLookup) Subscriptions(ctx context.Context, ns string, full bool) (subs []mutate.Subscription, err error) {
-	l.rec.Time(func() { subs, err = l.inner.Subscriptions(ctx, ns, full) })
+func (l timedLookup) List(ctx context.Context, ns string, metadataOnly bool) (subs []v1alpha1.Subscription, err error) {
+	l.rec.Time(func() { subs, err = l.inner.List(ctx, ns, metadataOnly) })
 	return subs, err
 }
 
@@ -56,7 +57,7 @@ func BenchmarkInstallPlanCreate(b *testing.B) {
 			}
 		}
 	}
-	defer lookups.use(mutate.LiveSubscriptions{Reader: pair.A.Client})
+	defer lookups.use(liveSubscriptions(pair.A.Client, false))
 	for _, apiservers := range []struct {
 		name   string
 		reader *testenv.Env
@@ -74,12 +75,12 @@ func BenchmarkInstallPlanCreate(b *testing.B) {
 
 func benchmarkCreates(b *testing.B, reader *testenv.Env, gap time.Duration, ns string) {
 	ctx := context.Background()
-	modes := []string{"off", mutate.ReadConsistent, mutate.ReadWatchCache}
+	modes := []string{"off", admit.ReadConsistent, admit.ReadWatchCache}
 	requests, lookupTimes := map[string]*latency.Recorder{}, map[string]*latency.Recorder{}
-	listers := map[string]mutate.SubscriptionLister{}
+	listers := map[string]admit.Subscriptions{}
 	for _, m := range modes {
 		requests[m], lookupTimes[m] = &latency.Recorder{}, &latency.Recorder{}
-		listers[m] = timedLookup{mutate.LiveSubscriptions{Reader: reader.Client, WatchCache: m == mutate.ReadWatchCache}, lookupTimes[m]}
+		listers[m] = timedLookup{liveSubscriptions(reader.Client, m == admit.ReadWatchCache), lookupTimes[m]}
 	}
 	var created []client.Object
 	defer func() {

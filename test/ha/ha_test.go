@@ -22,9 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
@@ -82,23 +81,29 @@ func requirePair(t *testing.T) {
 // apiserver it reads through and how, and learns when each lookup begins and ends.
 type switchableLookup struct {
 	mu                sync.Mutex
-	current           mutate.SubscriptionLister
+	current           admit.Subscriptions
 	started, finished chan string
 }
 
-func (s *switchableLookup) use(l mutate.SubscriptionLister) {
+func (s *switchableLookup) use(l admit.Subscriptions) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.current = l
 }
 
-func (s *switchableLookup) Subscriptions(ctx context.Context, ns string, full bool) ([]mutate.Subscription, error) {
+func (s *switchableLookup) List(ctx context.Context, ns string, metadataOnly bool) ([]v1alpha1.Subscription, error) {
 	s.mu.Lock()
 	l := s.current
 	s.mu.Unlock()
 	signal(s.started, ns)
 	defer signal(s.finished, ns)
-	return l.Subscriptions(ctx, ns, full)
+	return l.List(ctx, ns, metadataOnly)
+}
+
+// liveSubscriptions reads through reader with a lookup that may wait as long as a held link
+// lasts, so a slow machine never turns into a failed-open admission.
+func liveSubscriptions(reader client.Reader, watchCache bool) admit.LiveSubscriptions {
+	return admit.LiveSubscriptions{Reader: reader, WatchCache: watchCache, Timeout: 25 * time.Second}
 }
 
 func signal(c chan string, ns string) {
@@ -124,15 +129,17 @@ func startWebhook() (func() error, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	lookups.use(mutate.LiveSubscriptions{Reader: pair.A.Client})
+	lookups.use(liveSubscriptions(pair.A.Client, false))
 	o := webhook.DefaultOptions()
 	o.SelfSigned, o.Port = true, port
 	o.RegisterURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	o.RegisterTimeoutSeconds = 30
 	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
-	o.Handlers = setup.DefaultWebhook().Handlers()
-	o.Handlers[olmguard.MutateInstallPlansPath] = func(manager.Manager) (admission.Handler, error) {
-		return &mutate.InstallPlanHandler{Subscriptions: lookups, LookupTimeout: 25 * time.Second}, nil
+	o.Endpoints = setup.DefaultWebhook().Admission()
+	for i := range o.Endpoints {
+		if o.Endpoints[i].Path == olmguard.MutateInstallPlansPath {
+			o.Endpoints[i].Handler = admit.Static(&mutate.InstallPlanHandler{Subscriptions: lookups})
+		}
 	}
 	s, err := webhook.New(pair.A.Config, o)
 	if err != nil {
@@ -184,7 +191,7 @@ func newPlan(ns string) *v1alpha1.InstallPlan {
 		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"x.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true, Generation: 1}}
 }
 
-func names(subs []mutate.Subscription) map[string]bool {
+func names(subs []v1alpha1.Subscription) map[string]bool {
 	out := map[string]bool{}
 	for _, s := range subs {
 		out[s.Name] = true
@@ -208,7 +215,7 @@ func TestLookupThroughAPIServerBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cached, err := mutate.LiveSubscriptions{Reader: pair.B.Client, WatchCache: true}.Subscriptions(ctx, ns, false)
+	cached, err := liveSubscriptions(pair.B.Client, true).List(ctx, ns, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,14 +225,14 @@ func TestLookupThroughAPIServerBehind(t *testing.T) {
 	t.Logf("watch-cache read through B, behind etcd: %d Subscriptions, the one just written through A missing", len(cached))
 
 	type result struct {
-		subs []mutate.Subscription
+		subs []v1alpha1.Subscription
 		err  error
 	}
 	consistent := make(chan result, 1)
 	go func() {
 		lctx, cancel := context.WithTimeout(ctx, testenv.Patience)
 		defer cancel()
-		subs, err := mutate.LiveSubscriptions{Reader: pair.B.Client}.Subscriptions(lctx, ns, false)
+		subs, err := liveSubscriptions(pair.B.Client, false).List(lctx, ns, true)
 		consistent <- result{subs, err}
 	}()
 	// A consistent read needs etcd's current revision, which B cannot learn while held. (Waiting
@@ -275,8 +282,8 @@ func TestPlansOwnedAcrossAPIServers(t *testing.T) {
 				if err := dir.writer.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 					t.Fatal(err)
 				}
-				lookups.use(mutate.LiveSubscriptions{Reader: dir.reader.Client, WatchCache: tc.watchCache})
-				defer lookups.use(mutate.LiveSubscriptions{Reader: pair.A.Client})
+				lookups.use(liveSubscriptions(dir.reader.Client, tc.watchCache))
+				defer lookups.use(liveSubscriptions(pair.A.Client, false))
 				live := map[string]types.UID{}
 				behind, missed := 0, 0
 				for i := range rounds {

@@ -34,15 +34,21 @@ const (
 	DefaultTimeoutSeconds = 3
 )
 
-// Webhook names (unique within a configuration, fully qualified as the API requires).
-const (
-	MutateInstallPlansName             = "installplans.mutate.olmguard.io"
-	MutateClusterServiceVersionsName   = "clusterserviceversions.mutate.olmguard.io"
-	MutateJobsName                     = "jobs.mutate.olmguard.io"
-	ValidateSubscriptionsName          = "subscriptions.validate.olmguard.io"
-	ValidateInstallPlansName           = "installplans.validate.olmguard.io"
-	ValidateClusterServiceVersionsName = "clusterserviceversions.validate.olmguard.io"
-)
+// Webhook is one entry of olmguard's webhook configurations: the path the apiserver calls and
+// which requests it sends there. The list of entries is declared once, beside each entry's
+// handler, in pkg/setup.
+type Webhook struct {
+	// Name is unique within a configuration, fully qualified as the API requires.
+	Name string
+	// Path is the admission path on olmguard's server.
+	Path string
+	// Mutating puts the entry in the MutatingWebhookConfiguration, else in the validating one.
+	Mutating bool
+	Rules    []admissionregistrationv1.RuleWithOperations
+	// ObjectSelector narrows the objects sent (nil: all).
+	ObjectSelector  *metav1.LabelSelector
+	MatchConditions []admissionregistrationv1.MatchCondition
+}
 
 // Options describe where the apiserver finds the webhook.
 type Options struct {
@@ -108,91 +114,90 @@ func ValidateURL(raw string) error {
 	return nil
 }
 
-// Build returns olmguard's two webhook configurations. Zero ServicePort and TimeoutSeconds take
-// their defaults.
-func Build(o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+// Build returns olmguard's two webhook configurations holding hooks, in their order. Zero
+// ServicePort and TimeoutSeconds take their defaults.
+func Build(o Options, hooks []Webhook) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	if o.ServicePort == 0 {
 		o.ServicePort = DefaultServicePort
 	}
 	if o.TimeoutSeconds == 0 {
 		o.TimeoutSeconds = DefaultTimeoutSeconds
 	}
-	olmRule := func(resource string, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
-		// Only the main resource: status writes (the /status subresource) are never sent.
-		return []admissionregistrationv1.RuleWithOperations{{
-			Operations: ops,
-			Rule: admissionregistrationv1.Rule{
-				APIGroups: []string{olm.Group}, APIVersions: []string{"v1alpha1"},
-				Resources: []string{resource}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-			},
-		}}
-	}
-	create, update := admissionregistrationv1.Create, admissionregistrationv1.Update
-	notCopied := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: olm.CopiedFromLabel, Operator: metav1.LabelSelectorOpDoesNotExist,
-	}}}
-	finalizer := celString(olmguard.CleanupFinalizer)
-	annotation := celString(olmguard.CleanupAnnotation)
-
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: olmguard.MutatingWebhookConfigurationName, Labels: labels()},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{
-			// F1: merge live Subscriptions' ownerReferences into InstallPlans.
-			mutatingWebhook(o, MutateInstallPlansName, olmguard.MutateInstallPlansPath,
-				olmRule("installplans", create, update), nil, nil),
-			// F3: add the cleanup finalizer. CSVs can be megabytes, so those that already have it,
-			// are being deleted, opted out, or are copies are not sent at all.
-			mutatingWebhook(o, MutateClusterServiceVersionsName, olmguard.MutateClusterServiceVersionsPath,
-				olmRule("clusterserviceversions", create, update), notCopied,
-				[]admissionregistrationv1.MatchCondition{
-					{Name: "not-being-deleted", Expression: "!has(object.metadata.deletionTimestamp)"},
-					{Name: "no-cleanup-finalizer", Expression: "!has(object.metadata.finalizers) || !(" + finalizer + " in object.metadata.finalizers)"},
-					{Name: "cleanup-not-disabled", Expression: "!has(object.metadata.annotations) || !(" + annotation + " in object.metadata.annotations) || object.metadata.annotations[" + annotation + "] != " + celString(olmguard.CleanupDisabled)},
-				}),
-			// F4: rename OLM's bundle unpack Jobs; only those OLM (>= v0.26) finds by label.
-			mutatingWebhook(o, MutateJobsName, olmguard.MutateJobsPath,
-				[]admissionregistrationv1.RuleWithOperations{{
-					Operations: []admissionregistrationv1.OperationType{create},
-					Rule: admissionregistrationv1.Rule{
-						APIGroups: []string{"batch"}, APIVersions: []string{"v1"},
-						Resources: []string{"jobs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-					},
-				}},
-				&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-					{Key: olm.BundleUnpackRefLabel, Operator: metav1.LabelSelectorOpExists},
-					{Key: olm.ManagedLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{olm.ManagedLabelValue}},
-				}}, nil),
-		},
 	}
-
 	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: olmguard.ValidatingWebhookConfigurationName, Labels: labels()},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			validatingWebhook(o, ValidateSubscriptionsName, olmguard.ValidateSubscriptionsPath,
-				olmRule("subscriptions", create, update), nil, nil),
-			validatingWebhook(o, ValidateInstallPlansName, olmguard.ValidateInstallPlansPath,
-				olmRule("installplans", update), nil, nil),
-			// Only updates that remove olmguard's finalizer; copies never carry it.
-			validatingWebhook(o, ValidateClusterServiceVersionsName, olmguard.ValidateClusterServiceVersionsPath,
-				olmRule("clusterserviceversions", update), notCopied,
-				[]admissionregistrationv1.MatchCondition{{
-					Name: "cleanup-finalizer-removed",
-					Expression: "has(oldObject.metadata.finalizers) && " + finalizer + " in oldObject.metadata.finalizers && " +
-						"!(has(object.metadata.finalizers) && " + finalizer + " in object.metadata.finalizers)",
-				}}),
-		},
+	}
+	for _, h := range hooks {
+		if h.Mutating {
+			mutating.Webhooks = append(mutating.Webhooks, mutatingWebhook(o, h))
+		} else {
+			validating.Webhooks = append(validating.Webhooks, validatingWebhook(o, h))
+		}
 	}
 	return mutating, validating
 }
 
-// Paths returns the admission paths of the configurations Build returns, in order.
-func Paths() []string {
-	return []string{
-		olmguard.MutateInstallPlansPath, olmguard.MutateClusterServiceVersionsPath, olmguard.MutateJobsPath,
-		olmguard.ValidateSubscriptionsPath, olmguard.ValidateInstallPlansPath, olmguard.ValidateClusterServiceVersionsPath,
+// OLMRule sends the main resource of one of OLM's v1alpha1 kinds, for ops. Status writes (the
+// /status subresource) are never sent.
+func OLMRule(resource string, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+	return []admissionregistrationv1.RuleWithOperations{{
+		Operations: ops,
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{olm.Group}, APIVersions: []string{"v1alpha1"},
+			Resources: []string{resource}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+}
+
+// JobCreates sends Job creations.
+func JobCreates() []admissionregistrationv1.RuleWithOperations {
+	return []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{"batch"}, APIVersions: []string{"v1"},
+			Resources: []string{"jobs"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+}
+
+// NotCopied leaves out the copies OLM makes of a CSV in every target namespace: they own nothing.
+func NotCopied() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: olm.CopiedFromLabel, Operator: metav1.LabelSelectorOpDoesNotExist,
+	}}}
+}
+
+// UnpackJobLabels selects the Jobs OLM (>= v0.26) finds by label, its bundle unpack Jobs.
+func UnpackJobLabels() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: olm.BundleUnpackRefLabel, Operator: metav1.LabelSelectorOpExists},
+		{Key: olm.ManagedLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{olm.ManagedLabelValue}},
+	}}
+}
+
+// WithoutCleanupFinalizer sends only CSVs that are not being deleted, lack olmguard's finalizer
+// and did not opt out: CSVs can be megabytes, so the others are not sent at all.
+func WithoutCleanupFinalizer() []admissionregistrationv1.MatchCondition {
+	finalizer, annotation := celString(olmguard.CleanupFinalizer), celString(olmguard.CleanupAnnotation)
+	return []admissionregistrationv1.MatchCondition{
+		{Name: "not-being-deleted", Expression: "!has(object.metadata.deletionTimestamp)"},
+		{Name: "no-cleanup-finalizer", Expression: "!has(object.metadata.finalizers) || !(" + finalizer + " in object.metadata.finalizers)"},
+		{Name: "cleanup-not-disabled", Expression: "!has(object.metadata.annotations) || !(" + annotation + " in object.metadata.annotations) || object.metadata.annotations[" + annotation + "] != " + celString(olmguard.CleanupDisabled)},
 	}
+}
+
+// CleanupFinalizerRemoved sends only updates that remove olmguard's finalizer.
+func CleanupFinalizerRemoved() []admissionregistrationv1.MatchCondition {
+	finalizer := celString(olmguard.CleanupFinalizer)
+	return []admissionregistrationv1.MatchCondition{{
+		Name: "cleanup-finalizer-removed",
+		Expression: "has(oldObject.metadata.finalizers) && " + finalizer + " in oldObject.metadata.finalizers && " +
+			"!(has(object.metadata.finalizers) && " + finalizer + " in object.metadata.finalizers)",
+	}}
 }
 
 // ExcludedNamespaces are the namespaces whose objects are never sent to olmguard.
@@ -204,28 +209,26 @@ func ExcludedNamespaces(namespace string) []string {
 	return ns
 }
 
-func mutatingWebhook(o Options, name, path string, rules []admissionregistrationv1.RuleWithOperations,
-	objectSelector *metav1.LabelSelector, conditions []admissionregistrationv1.MatchCondition) admissionregistrationv1.MutatingWebhook {
-	c := common(o, path, objectSelector)
+func mutatingWebhook(o Options, h Webhook) admissionregistrationv1.MutatingWebhook {
+	c := common(o, h.Path, h.ObjectSelector)
 	return admissionregistrationv1.MutatingWebhook{
-		Name: name, ClientConfig: c.clientConfig, Rules: rules,
+		Name: h.Name, ClientConfig: c.clientConfig, Rules: h.Rules,
 		FailurePolicy: c.failurePolicy, MatchPolicy: c.matchPolicy,
 		NamespaceSelector: c.namespaceSelector, ObjectSelector: c.objectSelector,
 		SideEffects: c.sideEffects, TimeoutSeconds: c.timeout, AdmissionReviewVersions: c.versions,
 		ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
-		MatchConditions:    conditions,
+		MatchConditions:    h.MatchConditions,
 	}
 }
 
-func validatingWebhook(o Options, name, path string, rules []admissionregistrationv1.RuleWithOperations,
-	objectSelector *metav1.LabelSelector, conditions []admissionregistrationv1.MatchCondition) admissionregistrationv1.ValidatingWebhook {
-	c := common(o, path, objectSelector)
+func validatingWebhook(o Options, h Webhook) admissionregistrationv1.ValidatingWebhook {
+	c := common(o, h.Path, h.ObjectSelector)
 	return admissionregistrationv1.ValidatingWebhook{
-		Name: name, ClientConfig: c.clientConfig, Rules: rules,
+		Name: h.Name, ClientConfig: c.clientConfig, Rules: h.Rules,
 		FailurePolicy: c.failurePolicy, MatchPolicy: c.matchPolicy,
 		NamespaceSelector: c.namespaceSelector, ObjectSelector: c.objectSelector,
 		SideEffects: c.sideEffects, TimeoutSeconds: c.timeout, AdmissionReviewVersions: c.versions,
-		MatchConditions: conditions,
+		MatchConditions: h.MatchConditions,
 	}
 }
 
@@ -275,11 +278,11 @@ func celString(s string) string { return "'" + s + "'" }
 
 // Apply creates or updates the two configurations Build returns for o. It is idempotent: an
 // up-to-date configuration is not written. Labels set by others are kept.
-func Apply(ctx context.Context, c client.Client, o Options) error {
+func Apply(ctx context.Context, c client.Client, o Options, hooks []Webhook) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	m, v := Build(o)
+	m, v := Build(o, hooks)
 	errM := apply(ctx, c, m, func(existing client.Object) bool {
 		e := existing.(*admissionregistrationv1.MutatingWebhookConfiguration)
 		labelsChanged := mergeLabels(e)
@@ -343,12 +346,12 @@ func apply(ctx context.Context, c client.Client, desired client.Object, update f
 }
 
 // ManifestHeader starts the generated manifests/base/webhook-configurations.yaml.
-const ManifestHeader = "# Generated by `make manifests` from pkg/webhook/registration.Build: do not edit.\n" +
+const ManifestHeader = "# Generated by `make manifests` from pkg/setup's admission table: do not edit.\n" +
 	"# The CA bundle is filled in by the overlay (the webhook's --self-signed mode, or cert-manager).\n"
 
 // Manifest renders the configurations Build returns as a two-document YAML file for kustomize.
-func Manifest(o Options) ([]byte, error) {
-	m, v := Build(o)
+func Manifest(o Options, hooks []Webhook) ([]byte, error) {
+	m, v := Build(o, hooks)
 	var out []byte
 	out = append(out, ManifestHeader...)
 	for i, obj := range []any{m, v} {

@@ -1,0 +1,49 @@
+package admit
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/webhook/registration"
+)
+
+// HandlerFactory builds the handler of one admission path once the manager exists, so a handler
+// can read through the manager's clients.
+type HandlerFactory func(mgr manager.Manager) (admission.Handler, error)
+
+// Static wraps a handler that needs nothing from the manager.
+func Static(h admission.Handler) HandlerFactory {
+	return func(manager.Manager) (admission.Handler, error) { return h, nil }
+}
+
+// AllowAll admits every request unchanged.
+var AllowAll admission.Handler = admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+	return admission.Allowed("")
+})
+
+// Endpoint is one admission path, declared once: the webhook configuration entry the apiserver
+// calls it through (which holds the path) and the handler that answers it.
+type Endpoint struct {
+	registration.Webhook
+	Handler HandlerFactory
+}
+
+// Webhooks returns the configuration entries of endpoints, in order.
+func Webhooks(endpoints []Endpoint) []registration.Webhook {
+	out := make([]registration.Webhook, len(endpoints))
+	for i, e := range endpoints {
+		out[i] = e.Webhook
+	}
+	return out
+}
+
+// Paths returns the paths of endpoints, in order.
+func Paths(endpoints []Endpoint) []string {
+	out := make([]string, len(endpoints))
+	for i, e := range endpoints {
+		out[i] = e.Path
+	}
+	return out
+}

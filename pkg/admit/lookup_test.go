@@ -1,0 +1,65 @@
+package admit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+)
+
+// listRecorder is a client.Reader that records its Lists' options and list type.
+type listRecorder struct {
+	client.Reader
+	opts *client.ListOptions
+	list client.ObjectList
+}
+
+func (r *listRecorder) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	r.opts = &client.ListOptions{}
+	r.opts.ApplyOptions(opts)
+	r.list = list
+	return nil
+}
+
+// By default the Subscriptions come from a consistent List (no resourceVersion), which sees every
+// Subscription committed before it; WatchCache reads the apiserver's watch cache (resourceVersion
+// "0"). Each read is counted by kind. A metadata-only lookup lists metadata, the others whole
+// Subscriptions.
+func TestLiveSubscriptionsReadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		watchCache, metadataOnly bool
+		wantRV, wantRead         string
+		wantList                 client.ObjectList
+	}{
+		{false, true, "", ReadConsistent, &metav1.PartialObjectMetadataList{}},
+		{false, false, "", ReadConsistent, &v1alpha1.SubscriptionList{}},
+		{true, true, "0", ReadWatchCache, &metav1.PartialObjectMetadataList{}},
+		{true, false, "0", ReadWatchCache, &v1alpha1.SubscriptionList{}},
+	} {
+		r := &listRecorder{}
+		counter := metrics.SubscriptionReads.WithLabelValues("test-reads", tc.wantRead)
+		before := testutil.ToFloat64(counter)
+		if _, err := (LiveSubscriptions{Reader: r, WatchCache: tc.watchCache, Webhook: "test-reads"}).List(context.Background(), "ns", tc.metadataOnly); err != nil {
+			t.Fatal(err)
+		}
+		if got := testutil.ToFloat64(counter) - before; got != 1 {
+			t.Errorf("watchCache=%v: %s reads counted %v times, want 1", tc.watchCache, tc.wantRead, got)
+		}
+		got := r.opts.AsListOptions()
+		if r.opts.Namespace != "ns" || got.ResourceVersion != tc.wantRV {
+			t.Errorf("watchCache=%v: namespace %q resourceVersion %q, want ns and %q", tc.watchCache, r.opts.Namespace, got.ResourceVersion, tc.wantRV)
+		}
+		if fmt.Sprintf("%T", r.list) != fmt.Sprintf("%T", tc.wantList) {
+			t.Errorf("metadataOnly=%v: listed into %T, want %T", tc.metadataOnly, r.list, tc.wantList)
+		}
+		if m, ok := r.list.(*metav1.PartialObjectMetadataList); ok && m.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("SubscriptionList") {
+			t.Errorf("metadata list of %v, want Subscriptions", m.GroupVersionKind())
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package setup
+
+import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/validate"
+	"github.com/olmguard/olmguard/pkg/webhook/registration"
+)
+
+// Admission is olmguard's admission side, declared once: every path, the webhook configuration
+// entry the apiserver calls it through, and its handler. The server serves it, the generated
+// manifests and --register-url register it, and the tests walk it. Lookups read the apiserver
+// live (mgr.GetAPIReader): a Subscription created milliseconds before a plan must be seen, and
+// the webhook then needs no watch permission nor cache memory.
+func (w Webhook) Admission() []admit.Endpoint {
+	create, update := admissionregistrationv1.Create, admissionregistrationv1.Update
+	subscriptions := func(mgr manager.Manager, webhook string) admit.LiveSubscriptions {
+		return admit.LiveSubscriptions{Reader: mgr.GetAPIReader(), WatchCache: !w.ConsistentSubscriptionReads, Webhook: webhook}
+	}
+	return []admit.Endpoint{
+		{ // F1: merge live Subscriptions' ownerReferences into InstallPlans.
+			Webhook: registration.Webhook{Name: "installplans.mutate.olmguard.io", Path: olmguard.MutateInstallPlansPath, Mutating: true,
+				Rules: registration.OLMRule("installplans", create, update)},
+			Handler: func(mgr manager.Manager) (admission.Handler, error) {
+				return &mutate.InstallPlanHandler{Subscriptions: subscriptions(mgr, mutate.InstallPlansWebhook)}, nil
+			},
+		},
+		{ // F3: add the cleanup finalizer to CSVs that lack it; copies own nothing.
+			Webhook: registration.Webhook{Name: "clusterserviceversions.mutate.olmguard.io", Path: olmguard.MutateClusterServiceVersionsPath, Mutating: true,
+				Rules: registration.OLMRule("clusterserviceversions", create, update), ObjectSelector: registration.NotCopied(),
+				MatchConditions: registration.WithoutCleanupFinalizer()},
+			Handler: admit.Static(mutate.CSVHandler{}),
+		},
+		{ // F4: rename OLM's bundle unpack Jobs; only those OLM (>= v0.26) finds by label.
+			Webhook: registration.Webhook{Name: "jobs.mutate.olmguard.io", Path: olmguard.MutateJobsPath, Mutating: true,
+				Rules: registration.JobCreates(), ObjectSelector: registration.UnpackJobLabels()},
+			Handler: func(mgr manager.Manager) (admission.Handler, error) {
+				return &mutate.JobHandler{TTL: w.UnpackJobTTL, Catalogs: admit.LiveCatalogNamespaces{Reader: mgr.GetAPIReader()}}, nil
+			},
+		},
+		{ // Duplicate packages and mixed approval in a namespace.
+			Webhook: registration.Webhook{Name: "subscriptions.validate.olmguard.io", Path: olmguard.ValidateSubscriptionsPath,
+				Rules: registration.OLMRule("subscriptions", create, update)},
+			Handler: func(mgr manager.Manager) (admission.Handler, error) {
+				return &validate.SubscriptionHandler{Subscriptions: subscriptions(mgr, validate.SubscriptionsWebhook), Policies: w.Policies}, nil
+			},
+		},
+		{ // An InstallPlan update must keep live Subscriptions' ownerReferences.
+			Webhook: registration.Webhook{Name: "installplans.validate.olmguard.io", Path: olmguard.ValidateInstallPlansPath,
+				Rules: registration.OLMRule("installplans", update)},
+			Handler: func(mgr manager.Manager) (admission.Handler, error) {
+				return &validate.InstallPlanHandler{Subscriptions: subscriptions(mgr, validate.InstallPlansWebhook), Policies: w.Policies}, nil
+			},
+		},
+		{ // Only updates that remove olmguard's finalizer; copies never carry it.
+			Webhook: registration.Webhook{Name: "clusterserviceversions.validate.olmguard.io", Path: olmguard.ValidateClusterServiceVersionsPath,
+				Rules: registration.OLMRule("clusterserviceversions", update), ObjectSelector: registration.NotCopied(),
+				MatchConditions: registration.CleanupFinalizerRemoved()},
+			Handler: admit.Static(&validate.CSVHandler{Policies: w.Policies, CleanupUsers: w.CleanupUsers}),
+		},
+	}
+}
