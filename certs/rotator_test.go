@@ -3,8 +3,6 @@ package certs_test
 import (
 	"bytes"
 	"context"
-	"flag"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,45 +15,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/olmguard/olmguard/certs"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/test/testbin"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // The tests of this package share one control plane; each uses its own namespace.
-var shared struct {
-	once sync.Once
-	env  *testenv.Env
-	err  error
-}
-
-func sharedEnv(t *testing.T) *testenv.Env {
-	t.Helper()
-	dir := testbin.Require(t, "kube-apiserver", "etcd")
-	shared.once.Do(func() { shared.env, shared.err = testenv.StartWith(dir, nil) })
-	if shared.err != nil {
-		t.Fatalf("starting envtest: %v", shared.err)
-	}
-	return shared.env
-}
-
 func TestMain(m *testing.M) {
-	// Logs go to stderr with -v only.
-	flag.Parse()
-	w := io.Discard
-	if testing.Verbose() {
-		w = os.Stderr
-	}
-	logf.SetLogger(zap.New(zap.WriteTo(w), zap.UseDevMode(true)))
-	code := m.Run()
-	if shared.env != nil {
-		_ = shared.env.Stop()
-	}
-	os.Exit(code)
+	testenv.LogWhenVerbose()
+	testenv.Main(m, nil)
 }
 
 // clock is a movable clock for the rotator.
@@ -97,7 +66,7 @@ func caBundleOf(t *testing.T, c client.Client, name string) []byte {
 }
 
 func TestRotatorAgainstAPIServer(t *testing.T) {
-	env := sharedEnv(t)
+	env := testenv.Shared(t)
 	ctx := context.Background()
 	c := env.Client
 	ns := olmguard.DefaultNamespace
@@ -196,7 +165,7 @@ func TestRotatorAgainstAPIServer(t *testing.T) {
 }
 
 func TestRotatorReplicasConverge(t *testing.T) {
-	env := sharedEnv(t)
+	env := testenv.Shared(t)
 	ctx := context.Background()
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "replicas"}}); err != nil {
 		t.Fatal(err)
@@ -227,7 +196,7 @@ func TestRotatorReplicasConverge(t *testing.T) {
 }
 
 func TestRotatorRenewsWhileRunning(t *testing.T) {
-	env := sharedEnv(t)
+	env := testenv.Shared(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "running"}}); err != nil {
@@ -268,7 +237,7 @@ func TestRotatorRenewsWhileRunning(t *testing.T) {
 // files change, so no apiserver meets a certificate signed by a CA it does not trust yet. The first
 // sync, with nothing served, does not wait.
 func TestRotatorWaitsForTrustBeforeServingNewCA(t *testing.T) {
-	env := sharedEnv(t)
+	env := testenv.Shared(t)
 	c := env.Client
 	ctx := context.Background()
 	ns, cfgName := "trust-delay", "trust-delay-config"

@@ -31,6 +31,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/scenario"
 )
 
 var (
@@ -117,7 +118,7 @@ func prepareLoad(ctx context.Context) error {
 // its operator is installed: the health of each of the cluster's four catalogs, the conditions,
 // and the references to its CSV and plan (about 3 KB, most of a Subscription's size).
 func createInstalledSubscription(ctx context.Context, ns string, i int) error {
-	sub := newSubscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
+	sub := scenario.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
 	if err := env.Client.Create(ctx, sub); err != nil {
 		return client.IgnoreAlreadyExists(err)
 	}
@@ -224,7 +225,7 @@ func benchmarkInstallPlanCreates(b *testing.B, missing int) {
 			}
 			owners[ns] = refs
 		}
-		ip := newPlan(ns)
+		ip := scenario.InstallPlan(ns)
 		ip.OwnerReferences = slices.Clone(owners[ns][:len(owners[ns])-missing])
 		return func() error { return env.Client.Create(ctx, ip) }, func() error {
 			created = append(created, ip)

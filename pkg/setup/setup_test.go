@@ -81,12 +81,12 @@ func waitActive(ctx context.Context) error {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
-	sub := newSubscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
+	sub := scenario.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
 	if err := env.Client.Create(ctx, sub); err != nil {
 		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		ip := newPlan(ns)
+		ip := scenario.InstallPlan(ns)
 		if err := env.Client.Create(ctx, ip, client.DryRunAll); err != nil {
 			return false, nil
 		}
@@ -95,16 +95,6 @@ func waitActive(ctx context.Context) error {
 }
 
 func requireEnv(t *testing.T) { env = testenv.Shared(t) }
-
-func newSubscription(ns, name, pkg string, approval v1alpha1.Approval) *v1alpha1.Subscription {
-	return &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "c", CatalogSourceNamespace: "olm", Package: pkg, InstallPlanApproval: approval}}
-}
-
-func newPlan(ns string) *v1alpha1.InstallPlan {
-	return &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "install-", Namespace: ns},
-		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"x.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true, Generation: 1}}
-}
 
 func namespace(t *testing.T, name string) string {
 	t.Helper()
@@ -123,11 +113,11 @@ func TestSubscriptionCreatedJustBeforePlanOwnsIt(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "just-before")
 	for i := range 30 {
-		sub := newSubscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
+		sub := scenario.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
 		if err := env.Client.Create(ctx, sub); err != nil {
 			t.Fatal(err)
 		}
-		ip := newPlan(ns)
+		ip := scenario.InstallPlan(ns)
 		if err := env.Client.Create(ctx, ip); err != nil {
 			t.Fatal(err)
 		}
@@ -175,11 +165,11 @@ func TestUpdateDroppingOwnerIsRestored(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	ns := namespace(t, "drop")
-	sub := newSubscription(ns, "s", "p", v1alpha1.ApprovalAutomatic)
+	sub := scenario.Subscription(ns, "s", "p", v1alpha1.ApprovalAutomatic)
 	if err := env.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
-	ip := newPlan(ns)
+	ip := scenario.InstallPlan(ns)
 	if err := env.Client.Create(ctx, ip); err != nil {
 		t.Fatal(err)
 	}
@@ -216,9 +206,9 @@ func TestSubscriptionPoliciesWarn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []*v1alpha1.Subscription{
-		newSubscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),
-		newSubscription(ns, "b", "etcd", v1alpha1.ApprovalAutomatic),
-		newSubscription(ns, "c", "redis", v1alpha1.ApprovalManual),
+		scenario.Subscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),
+		scenario.Subscription(ns, "b", "etcd", v1alpha1.ApprovalAutomatic),
+		scenario.Subscription(ns, "c", "redis", v1alpha1.ApprovalManual),
 	} {
 		if err := c.Create(ctx, s); err != nil {
 			t.Fatalf("warn mode must not deny: %v", err)

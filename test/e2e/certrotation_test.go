@@ -405,7 +405,7 @@ func startAdmissionLoad(t *testing.T, ctx context.Context, c *cluster.Cluster, n
 	if err := c.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	sub := newSubscription(ns, "rotation")
+	sub := scenario.Subscription(ns, "rotation", "rotation", v1alpha1.ApprovalAutomatic)
 	if err := c.Client.Create(ctx, sub); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

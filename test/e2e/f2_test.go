@@ -312,7 +312,7 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 func driftHandledUpTo(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	t.Helper()
 	ns := clusterTestNamespace(ctx, t, c, "f2-marker")
-	sub := newSubscription(ns, "marker")
+	sub := scenario.Subscription(ns, "marker", "marker", v1alpha1.ApprovalAutomatic)
 	if err := c.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}

@@ -57,11 +57,6 @@ func pointAt(ctx context.Context, c client.Client, sub *v1alpha1.Subscription, i
 	return c.Status().Update(ctx, sub)
 }
 
-func newSubscription(ns, name string) *v1alpha1.Subscription {
-	return &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "none", CatalogSourceNamespace: ns, Package: name}}
-}
-
 func ownerNames(ip *v1alpha1.InstallPlan) []string {
 	var out []string
 	for _, r := range ip.OwnerReferences {
@@ -96,7 +91,7 @@ func TestWebhookKilledUnderLoad(t *testing.T) {
 			return err
 		}
 		for j, name := range []string{"a", "b"} {
-			subs[i][j] = newSubscription(namespaces[i], name)
+			subs[i][j] = scenario.Subscription(namespaces[i], name, name, v1alpha1.ApprovalAutomatic)
 			if err := c.Client.Create(ctx, subs[i][j]); err != nil {
 				return err
 			}
@@ -335,7 +330,7 @@ func TestAPIServerRestart(t *testing.T) {
 	// The webhook answers the apiserver again.
 	waitWebhookActive(t, ctx, c)
 	// The controller's watches resumed: a plan that misses an owner after the restart is repaired.
-	a, b := newSubscription(ns, "a"), newSubscription(ns, "b")
+	a, b := scenario.Subscription(ns, "a", "a", v1alpha1.ApprovalAutomatic), scenario.Subscription(ns, "b", "b", v1alpha1.ApprovalAutomatic)
 	if err := c.Client.Create(ctx, a); err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestHostileObjects(t *testing.T) {
 	t.Run("an InstallPlan referencing Subscriptions in another namespace", func(t *testing.T) {
 		x, y := "hostile-ip-x", "hostile-ip-y"
 		subscription := func(ns, name string) *v1alpha1.Subscription {
-			s := newSubscription(ns, name)
+			s := scenario.Subscription(ns, name, name, v1alpha1.ApprovalAutomatic)
 			if err := c.CreateNamespace(ctx, ns); err != nil {
 				t.Fatal(err)
 			}

@@ -46,7 +46,7 @@ func waitWebhookActive(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	if err := c.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	sub := newSubscription(ns, "probe")
+	sub := scenario.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
 	if err := c.Client.Create(ctx, sub); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -162,13 +162,13 @@ func waitActive(ctx context.Context) error {
 	if err := pair.A.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
-	sub := newSubscription(ns, "probe")
+	sub := scenario.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
 	if err := pair.A.Client.Create(ctx, sub); err != nil {
 		return err
 	}
 	for _, c := range []client.Client{pair.A.Client, pair.B.Client} {
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
-			ip := newPlan(ns)
+			ip := scenario.InstallPlan(ns)
 			if err := c.Create(ctx, ip, client.DryRunAll); err != nil {
 				return false, nil
 			}
@@ -179,16 +179,6 @@ func waitActive(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func newSubscription(ns, name string) *v1alpha1.Subscription {
-	return &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.SubscriptionSpec{CatalogSource: "c", CatalogSourceNamespace: "olm", Package: name, InstallPlanApproval: v1alpha1.ApprovalAutomatic}}
-}
-
-func newPlan(ns string) *v1alpha1.InstallPlan {
-	return &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "install-", Namespace: ns},
-		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"x.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true, Generation: 1}}
 }
 
 func names(subs []v1alpha1.Subscription) map[string]bool {
@@ -211,7 +201,7 @@ func TestLookupThroughAPIServerBehind(t *testing.T) {
 	}
 	pair.LinkB.Hold()
 	defer pair.LinkB.Release()
-	if err := pair.A.Client.Create(ctx, newSubscription(ns, "through-a")); err != nil {
+	if err := pair.A.Client.Create(ctx, scenario.Subscription(ns, "through-a", "through-a", v1alpha1.ApprovalAutomatic)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -340,12 +330,12 @@ func planBehind(t *testing.T, ctx context.Context, writer, reader *testenv.Env, 
 		}
 	}
 	defer release()
-	sub := newSubscription(ns, name)
+	sub := scenario.Subscription(ns, name, name, v1alpha1.ApprovalAutomatic)
 	if err := writer.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
 	live[name] = sub.UID
-	ip := newPlan(ns)
+	ip := scenario.InstallPlan(ns)
 	created := make(chan error, 1)
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, testenv.Patience)

@@ -2,11 +2,15 @@ package testenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 
 	"k8s.io/client-go/rest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/test/testbin"
@@ -20,6 +24,17 @@ var shared *Env
 // plane and skip (or fail when OLMGUARD_REQUIRE_BINARIES=1) through Shared.
 func Main(m *testing.M, hook func(*Env) (stop func() error, err error)) {
 	os.Exit(runMain(m, hook))
+}
+
+// LogWhenVerbose sends controller-runtime's logs to stderr with -v and nowhere otherwise. A
+// TestMain calls it before Main.
+func LogWhenVerbose() {
+	flag.Parse()
+	w := io.Discard
+	if testing.Verbose() {
+		w = os.Stderr
+	}
+	logf.SetLogger(zap.New(zap.WriteTo(w), zap.UseDevMode(true)))
 }
 
 func runMain(m *testing.M, hook func(*Env) (func() error, error)) int {
