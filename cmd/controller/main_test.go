@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/olmguard/olmguard/internal/cli/clitest"
+	"github.com/olmguard/olmguard/test/clitest"
 	"github.com/olmguard/olmguard/pkg/controller"
 )
 

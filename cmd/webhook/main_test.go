@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/olmguard/olmguard/internal/cli/clitest"
+	"github.com/olmguard/olmguard/test/clitest"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
 )

@@ -1,0 +1,114 @@
+package layers
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestPattern(t *testing.T) {
+	for _, tc := range []struct {
+		pattern Pattern
+		pkg     string
+		want    bool
+	}{
+		{"pkg/x", "pkg/x", true},
+		{"pkg/x", "pkg/x/y", false},
+		{"pkg/x/...", "pkg/x", true},
+		{"pkg/x/...", "pkg/x/y/z", true},
+		{"pkg/x/...", "pkg/xy", false},
+		{"pkg/x/*", "pkg/x", false},
+		{"pkg/x/*", "pkg/x/y", true},
+	} {
+		if got := tc.pattern.matches(tc.pkg); got != tc.want {
+			t.Errorf("%q matches %q = %v, want %v", tc.pattern, tc.pkg, got, tc.want)
+		}
+	}
+}
+
+// Each rule catches a deliberate violation, and a graph that keeps the layers passes.
+func TestCheckCatchesViolations(t *testing.T) {
+	good := map[string][]string{
+		"pkg/olm/v1alpha1":     {"pkg/olm"},
+		"pkg/owners":           {"pkg/olm", "pkg/olm/v1alpha1"},
+		"pkg/mutate":           {"pkg/owners", "pkg/admit", "pkg/metrics"},
+		"pkg/controller/a":     {"pkg/owners", "pkg/metrics"},
+		"pkg/controller":       {"pkg/metrics"},
+		"pkg/doctor":           {"pkg/owners"},
+		"pkg/setup":            {"pkg/controller", "pkg/controller/a", "pkg/mutate"},
+		"cmd/kubectl-olmguard": {"pkg/doctor"},
+		"cmd/controller":       {"pkg/setup", "pkg/controller"},
+		"internal/cli":         nil,
+		"test/testenv":         {"pkg/controller"},
+	}
+	if v := Check(good, Rules); len(v) > 0 {
+		t.Fatalf("a layered graph has violations: %v", v)
+	}
+	for _, tc := range []struct {
+		name, from, imports string
+		want                string // a substring of the violation
+	}{
+		{"foundation imports a consumer", "pkg/olm", "pkg/mutate", "pkg/olm imports pkg/mutate"},
+		{"knowledge imports a handler", "pkg/owners", "pkg/mutate", "pkg/owners imports pkg/mutate"},
+		{"knowledge imports metrics", "pkg/owners", "pkg/metrics", "pkg/owners imports pkg/metrics"},
+		{"reconciler imports a reconciler", "pkg/controller/a", "pkg/controller/b", "pkg/controller/a imports pkg/controller/b"},
+		{"reconciler imports the manager", "pkg/controller/a", "pkg/controller", "pkg/controller/a imports pkg/controller:"},
+		{"doctor imports a reconciler", "pkg/doctor", "pkg/controller/a", "pkg/doctor imports pkg/controller/a"},
+		{"plugin links the controller", "pkg/owners", "pkg/controller", "cmd/kubectl-olmguard imports pkg/controller (via pkg/doctor -> pkg/owners)"},
+		{"handler imports the server", "pkg/mutate", "pkg/webhook", "pkg/mutate imports pkg/webhook"},
+		{"product code imports the harness", "pkg/setup", "test/testenv", "pkg/setup imports test/testenv"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := map[string][]string{}
+			for k, v := range good {
+				bad[k] = slices.Clone(v)
+			}
+			bad[tc.from] = append(bad[tc.from], tc.imports)
+			if _, ok := bad[tc.imports]; !ok {
+				bad[tc.imports] = nil
+			}
+			vs := Check(bad, Rules)
+			found := false
+			for _, v := range vs {
+				found = found || strings.Contains(v.String(), tc.want)
+			}
+			if !found {
+				t.Errorf("no violation containing %q in %v", tc.want, vs)
+			}
+		})
+	}
+}
+
+// olmguard's own packages keep the layers.
+func TestTreeKeepsTheLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", Module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	graph := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, ok := relative(fields[0])
+		if !ok {
+			continue
+		}
+		graph[pkg] = nil
+		for _, imp := range fields[1:] {
+			if rel, ok := relative(imp); ok {
+				graph[pkg] = append(graph[pkg], rel)
+			}
+		}
+	}
+	if len(graph) < 20 {
+		t.Fatalf("go list found %d packages, want olmguard's", len(graph))
+	}
+	for _, v := range Check(graph, Rules) {
+		t.Error(v)
+	}
+}
+
+func relative(pkg string) (string, bool) {
+	rel, ok := strings.CutPrefix(pkg, Module+"/")
+	return rel, ok
+}
