@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/olmguard/olmguard/test/clitest"
 	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/test/clitest"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m, main) }

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/olmguard/olmguard/test/clitest"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
+	"github.com/olmguard/olmguard/test/clitest"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m, main) }

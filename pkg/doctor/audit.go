@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/unpack"
 )
 
 // Options configure an audit.
@@ -90,7 +90,7 @@ func Audit(ctx context.Context, c client.Client, o Options) (*Report, error) {
 	var jobs []batchv1.Job
 	if a.list(ctx, "Jobs", "F4", &batchv1.JobList{}, func(l client.ObjectList) {
 		for _, j := range l.(*batchv1.JobList).Items {
-			if unpackjobs.ConfigMapOwner(&j) != "" {
+			if unpack.ConfigMapOwner(&j) != "" {
 				j.Spec.Template = corev1.PodTemplateSpec{} // only owners and labels are read
 				jobs = append(jobs, j)
 			}
@@ -230,7 +230,7 @@ func (a *auditor) unpackJobs(ctx context.Context, jobs []batchv1.Job) ([]Finding
 			seen[key] = false
 			return false
 		}
-		seen[key] = unpackjobs.IsUnpackConfigMap(cm)
+		seen[key] = unpack.IsOLMConfigMap(cm)
 		return seen[key]
 	})
 	return found, err

@@ -14,13 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
-	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
+	"github.com/olmguard/olmguard/pkg/catalog"
+	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/drift"
-	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/owners"
+	"github.com/olmguard/olmguard/pkg/unpack"
 )
 
 // Class is the failure class of a finding (DESIGN.md).
@@ -68,8 +69,8 @@ func CheckInstallPlans(plans []v1alpha1.InstallPlan, subs []v1alpha1.Subscriptio
 		if ip.DeletionTimestamp != nil || !ip.Status.Populated() {
 			continue
 		}
-		owners := mutate.InstallPlanOwners(mutate.Update, ip.Name, ip.UID, ip.OwnerReferences, mutate.FromSubscriptions(byNS[ip.Namespace]))
-		missing := missingOwners(ip, owners)
+		want := owners.InstallPlanOwners(owners.Update, ip.Name, ip.UID, ip.OwnerReferences, owners.FromSubscriptions(byNS[ip.Namespace]))
+		missing := missingOwners(ip, want)
 		if len(missing) == 0 {
 			continue
 		}
@@ -82,9 +83,9 @@ func CheckInstallPlans(plans []v1alpha1.InstallPlan, subs []v1alpha1.Subscriptio
 	return out
 }
 
-func missingOwners(ip *v1alpha1.InstallPlan, owners []mutate.Subscription) []string {
+func missingOwners(ip *v1alpha1.InstallPlan, want []owners.Subscription) []string {
 	var missing []string
-	for _, o := range owners {
+	for _, o := range want {
 		if !slices.ContainsFunc(ip.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == o.UID }) {
 			missing = append(missing, o.Name)
 		}
@@ -148,7 +149,7 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 				f.Check = "CSVStuckTerminating"
 				f.Problem = fmt.Sprintf("being deleted for %s, held by finalizers %s", age.Round(time.Second), strings.Join(c.Finalizers, ", "))
 				f.Fix = "OLM's olm-operator releases operators.coreos.com/csv-cleanup"
-				if slices.Contains(c.Finalizers, olmguard.CleanupFinalizer) {
+				if cleanup.HasFinalizer(c.Finalizers) {
 					f.Fix = "olmguard's controller runs the cleanup and releases olmguard.io/cleanup (check it runs: kubectl -n olmguard-system get deploy, " +
 						"and its Events on this CSV); to give up the cleanup: kubectl olmguard uninstall"
 				}
@@ -156,8 +157,8 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 			}
 			continue
 		}
-		view := mutate.CSVView{Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations, Finalizers: c.Finalizers}
-		if mutate.WantsCleanupFinalizer(view) && !slices.Contains(c.Finalizers, olmguard.CleanupFinalizer) {
+		view := cleanup.CSVView{Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations, Finalizers: c.Finalizers}
+		if cleanup.WantsCleanupFinalizer(view) && !cleanup.HasFinalizer(c.Finalizers) {
 			f.Check = "CSVWithoutCleanupFinalizer"
 			f.Problem = "no olmguard.io/cleanup finalizer: deleting it while OLM's olm-operator is down leaves its ClusterRoles, bindings and webhooks behind"
 			f.Fix = "olmguard's controller adds it (check it runs); to opt this CSV out: kubectl -n " + c.Namespace +
@@ -174,8 +175,8 @@ func CheckUnpackJobs(jobs []batchv1.Job, unpackConfigMap func(namespace, name st
 	var out []Finding
 	for i := range jobs {
 		j := &jobs[i]
-		cm := unpackjobs.ConfigMapOwner(j)
-		if j.DeletionTimestamp != nil || cm == "" || unpackjobs.Visible(j) || !unpackConfigMap(j.Namespace, cm) {
+		cm := unpack.ConfigMapOwner(j)
+		if j.DeletionTimestamp != nil || cm == "" || unpack.Visible(j) || !unpackConfigMap(j.Namespace, cm) {
 			continue
 		}
 		f := Finding{Class: F4, Kind: "Job", Namespace: j.Namespace, Name: j.Name, Check: "UnpackJobInvisible",
@@ -212,7 +213,7 @@ func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stu
 		switch {
 		case node == nil:
 			f.Check, f.Problem = "CatalogPodNodeGone", fmt.Sprintf("catalog %s runs on node %s, which no longer exists", p.Labels[olm.CatalogSourceLabel], p.Spec.NodeName)
-		case !catalogpods.NodeReady(node):
+		case !catalog.NodeReady(node):
 			f.Check, f.Problem = "CatalogPodNodeNotReady", fmt.Sprintf("catalog %s runs on node %s, which is NotReady", p.Labels[olm.CatalogSourceLabel], p.Spec.NodeName)
 		case p.DeletionTimestamp != nil && now.Sub(p.DeletionTimestamp.Time) >= stuckAfter:
 			f.Check, f.Problem = "CatalogPodStuckTerminating", fmt.Sprintf("catalog %s pod terminating for %s past its grace period",

@@ -10,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/owners"
 )
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -37,11 +37,11 @@ func subscription(name, uid, plan string, state v1alpha1.SubscriptionState, cond
 	return s
 }
 
-func installPlan(name string, phase v1alpha1.InstallPlanPhase, owners ...string) v1alpha1.InstallPlan {
+func installPlan(name string, phase v1alpha1.InstallPlanPhase, ownerNames ...string) v1alpha1.InstallPlan {
 	ip := v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name + "-uid")},
 		Status: v1alpha1.InstallPlanStatus{Phase: phase, Plan: []*v1alpha1.Step{{Resolving: "x"}}}}
-	for _, o := range owners {
-		ip.OwnerReferences = append(ip.OwnerReferences, mutate.SubscriptionOwnerRef(o, types.UID(o+"-uid")))
+	for _, o := range ownerNames {
+		ip.OwnerReferences = append(ip.OwnerReferences, owners.SubscriptionOwnerRef(o, types.UID(o+"-uid")))
 	}
 	return ip
 }

@@ -8,6 +8,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/olmguard/olmguard/pkg/owners"
 )
 
 // realisticPlan is an InstallPlan as OLM writes it for an install with 20 steps, owned by the
@@ -23,7 +25,7 @@ func realisticPlan(b *testing.B) []byte {
 	raw, err := json.Marshal(map[string]any{
 		"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
 		"metadata": map[string]any{"generateName": "install-", "namespace": "ns",
-			"ownerReferences": []any{SubscriptionOwnerRef("s0", "uid-0")}},
+			"ownerReferences": []any{owners.SubscriptionOwnerRef("s0", "uid-0")}},
 		"spec":   map[string]any{"approval": "Automatic", "approved": true, "clusterServiceVersionNames": []string{"op.v1.0.0"}, "generation": 3},
 		"status": map[string]any{"phase": "Installing", "catalogSources": []string{"operatorhubio-catalog"}, "plan": steps},
 	})
@@ -36,9 +38,9 @@ func realisticPlan(b *testing.B) []byte {
 // BenchmarkInstallPlanHandler is the admission path for a 20-step plan in a namespace of 10
 // Subscriptions, without the Subscription lookup (served from memory here).
 func BenchmarkInstallPlanHandler(b *testing.B) {
-	subs := make([]Subscription, 10)
+	subs := make([]owners.Subscription, 10)
 	for i := range subs {
-		subs[i] = Subscription{Name: fmt.Sprintf("s%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}
+		subs[i] = owners.Subscription{Name: fmt.Sprintf("s%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}
 	}
 	h := &InstallPlanHandler{Subscriptions: fakeSubs{subs: subs}}
 	req := ipRequest(admissionv1.Create, realisticPlan(b), nil)

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olmguard"
@@ -15,35 +16,6 @@ import (
 )
 
 const csvsWebhook = "clusterserviceversions"
-
-// CSVView is what the cleanup finalizer decision reads of a CSV.
-type CSVView struct {
-	Namespace   string
-	Labels      map[string]string
-	Annotations map[string]string
-	Finalizers  []string
-	Deleting    bool
-	// Reason is status.reason ("Copied" on copies).
-	Reason string
-}
-
-// Copied is OLM's IsCopied on the view.
-func (c CSVView) Copied() bool {
-	if c.Reason == "Copied" {
-		return true
-	}
-	if ns, ok := c.Annotations[olm.OperatorNamespaceAnnotation]; ok && ns != c.Namespace {
-		return true
-	}
-	_, ok := c.Labels[olm.CopiedFromLabel]
-	return ok
-}
-
-// WantsCleanupFinalizer reports whether a CSV should carry olmguard.io/cleanup: every CSV that is
-// not a copy (copies own nothing), not being deleted, and not opted out.
-func WantsCleanupFinalizer(c CSVView) bool {
-	return !c.Copied() && !c.Deleting && c.Annotations[olmguard.CleanupAnnotation] != olmguard.CleanupDisabled
-}
 
 // CSVHandler serves /mutate/clusterserviceversions: it appends olmguard's cleanup finalizer (F3).
 // Only metadata and status.reason are decoded: CSVs can be megabytes.
@@ -67,11 +39,11 @@ func (CSVHandler) Handle(_ context.Context, req admission.Request) admission.Res
 	if ns == "" {
 		ns = req.Namespace
 	}
-	v := CSVView{Namespace: ns, Labels: m.Labels, Annotations: m.Annotations, Finalizers: m.Finalizers, Deleting: m.DeletionTimestamp != nil, Reason: reason}
-	if !WantsCleanupFinalizer(v) {
+	v := cleanup.CSVView{Namespace: ns, Labels: m.Labels, Annotations: m.Annotations, Finalizers: m.Finalizers, Deleting: m.DeletionTimestamp != nil, Reason: reason}
+	if !cleanup.WantsCleanupFinalizer(v) {
 		return admission.Allowed("")
 	}
-	ops := AddFinalizerPatch(m.Finalizers, olmguard.CleanupFinalizer)
+	ops := cleanup.AddFinalizerPatch(m.Finalizers, olmguard.CleanupFinalizer)
 	if len(ops) == 0 {
 		return admission.Allowed("")
 	}

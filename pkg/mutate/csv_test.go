@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/patchtest"
 )
 
 func csvRequest(op admissionv1.Operation, obj []byte) admission.Request {
@@ -27,16 +28,6 @@ func csvJSON(t testing.TB, meta map[string]any, reason string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func finalizersOf(t testing.TB, doc []byte) []string {
-	var m struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-	}
-	if err := json.Unmarshal(doc, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m.Metadata.Finalizers
 }
 
 func TestCSVHandler(t *testing.T) {
@@ -71,7 +62,7 @@ func TestCSVHandler(t *testing.T) {
 				}
 				return
 			}
-			got := finalizersOf(t, applyPatch(t, obj, r.Patches))
+			got := patchtest.Finalizers(t, patchtest.Apply(t, obj, r.Patches))
 			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 				t.Fatalf("finalizers = %v, want %v", got, tt.want)
 			}
@@ -79,23 +70,6 @@ func TestCSVHandler(t *testing.T) {
 	}
 	if r := (CSVHandler{}).Handle(context.Background(), csvRequest(admissionv1.Create, []byte(`{"spec":{}}`))); r.Allowed || r.Result.Code != 400 {
 		t.Errorf("no metadata: %+v", r.Result)
-	}
-}
-
-func TestFinalizerPatches(t *testing.T) {
-	doc := []byte(`{"metadata":{"finalizers":["a","olmguard.io/cleanup","b"]}}`)
-	got := finalizersOf(t, applyPatch(t, doc, RemoveFinalizerPatch([]string{"a", "olmguard.io/cleanup", "b"}, "olmguard.io/cleanup")))
-	if strings.Join(got, ",") != "a,b" {
-		t.Errorf("after removal: %v", got)
-	}
-	if RemoveFinalizerPatch([]string{"a"}, "olmguard.io/cleanup") != nil {
-		t.Error("removing an absent finalizer must be a no-op")
-	}
-	// A stale position fails the test operation instead of removing another finalizer.
-	stale := RemoveFinalizerPatch([]string{"olmguard.io/cleanup"}, "olmguard.io/cleanup") // now at index 1
-	raw, _ := json.Marshal(stale)
-	if _, err := applyPatchErr(doc, raw); err == nil {
-		t.Error("a stale removal must fail")
 	}
 }
 
@@ -114,13 +88,13 @@ func FuzzCSVHandler(f *testing.F) {
 			}
 			return
 		}
-		// The scanner skips what it does not read without checking its syntax (that is what makes
-		// a 1 MiB CSV cost 0.1 ms). Invalid JSON never reaches the handler: the server's decoding
+		// The scanner skips what it does not read without checking its syntax (that is what keeps
+		// large CSVs cheap). Invalid JSON never reaches the handler: the server's decoding
 		// of the AdmissionReview refuses it first (FuzzReviewGuard, test/e2e/badinput_test.go).
 		if len(r.Patches) == 0 || !json.Valid(obj) {
 			return
 		}
-		patched := applyPatch(t, obj, r.Patches)
+		patched := patchtest.Apply(t, obj, r.Patches)
 		if again := (CSVHandler{}).Handle(context.Background(), csvRequest(o, patched)); len(again.Patches) != 0 {
 			t.Fatalf("not idempotent: %v", again.Patches)
 		}

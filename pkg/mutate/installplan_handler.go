@@ -11,23 +11,9 @@ import (
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
-	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/pkg/review"
 )
-
-// FromSubscriptions turns typed Subscriptions into the view the owner computation uses.
-func FromSubscriptions(items []v1alpha1.Subscription) []Subscription {
-	out := make([]Subscription, 0, len(items))
-	for i := range items {
-		s := &items[i]
-		v := Subscription{Name: s.Name, UID: s.UID, Deleting: s.DeletionTimestamp != nil}
-		if ref := s.Status.InstallPlanRef; ref != nil && (ref.Namespace == "" || ref.Namespace == s.Namespace) {
-			v.InstallPlanRef, v.InstallPlanRefUID = ref.Name, ref.UID
-		}
-		out = append(out, v)
-	}
-	return out
-}
 
 // InstallPlanHandler serves /mutate/installplans: it merges into every plan the ownerReferences
 // of the live Subscriptions it serves (F1, OLM issue #3199).
@@ -43,8 +29,8 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 	if req.Kind.Kind != olm.InstallPlanKind || req.Kind.Group != olm.Group {
 		return admission.Allowed("not an InstallPlan")
 	}
-	op := Operation(req.Operation)
-	if op != Create && op != Update {
+	op := owners.Operation(req.Operation)
+	if op != owners.Create && op != owners.Update {
 		return admission.Allowed("")
 	}
 	obj, err := review.DecodeMeta(req.Object.Raw)
@@ -63,7 +49,7 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 		name = req.Name
 	}
 	var oldRefs []metav1.OwnerReference
-	if op == Update {
+	if op == owners.Update {
 		old, err := review.DecodeMeta(req.OldObject.Raw)
 		if err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old InstallPlan: %w", err))
@@ -72,12 +58,12 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 	}
 	// A CREATE needs names and UIDs only: OLM means a new plan to be owned by every
 	// Subscription. An UPDATE also needs each status.installPlanRef.
-	subs, err := h.Subscriptions.List(ctx, ns, op == Create)
+	subs, err := h.Subscriptions.List(ctx, ns, op == owners.Create)
 	if err != nil {
 		return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "ownerReferences left for the controller to repair", err)
 	}
-	owners := InstallPlanOwners(op, name, obj.UID, oldRefs, FromSubscriptions(subs))
-	ops := OwnerReferencesPatch(obj.OwnerReferences, owners)
+	want := owners.InstallPlanOwners(op, name, obj.UID, oldRefs, owners.FromSubscriptions(subs))
+	ops := owners.OwnerReferencesPatch(obj.OwnerReferences, want)
 	if len(ops) == 0 {
 		return admission.Allowed("")
 	}

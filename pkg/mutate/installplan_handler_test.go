@@ -16,10 +16,12 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/owners"
+	"github.com/olmguard/olmguard/test/patchtest"
 )
 
 type fakeSubs struct {
-	subs []Subscription
+	subs []owners.Subscription
 	err  error
 }
 
@@ -44,7 +46,7 @@ func TestInstallPlanHandlerLookupFails(t *testing.T) {
 	counter := metrics.LookupErrors.WithLabelValues(InstallPlansWebhook)
 	before := testutil.ToFloat64(counter)
 	h := &InstallPlanHandler{Subscriptions: fakeSubs{err: errors.New("apiserver away")}}
-	resp := h.Handle(context.Background(), ipRequest(admissionv1.Create, planJSON(t, nil), nil))
+	resp := h.Handle(context.Background(), ipRequest(admissionv1.Create, patchtest.PlanJSON(t, nil), nil))
 	if !resp.Allowed || len(resp.Patches) > 0 || len(resp.Warnings) != 1 {
 		t.Errorf("response = %+v, want allowed, unchanged, one warning", resp)
 	}
@@ -62,8 +64,8 @@ func ipRequest(op admissionv1.Operation, obj, old []byte) admission.Request {
 }
 
 func TestInstallPlanHandler(t *testing.T) {
-	a, b := Subscription{Name: "a", UID: "uid-a"}, Subscription{Name: "b", UID: "uid-b", InstallPlanRef: "install-1"}
-	withA := []metav1.OwnerReference{SubscriptionOwnerRef("a", "uid-a")}
+	a, b := owners.Subscription{Name: "a", UID: "uid-a"}, owners.Subscription{Name: "b", UID: "uid-b", InstallPlanRef: "install-1"}
+	withA := []metav1.OwnerReference{owners.SubscriptionOwnerRef("a", "uid-a")}
 	tests := []struct {
 		name     string
 		req      admission.Request
@@ -73,17 +75,17 @@ func TestInstallPlanHandler(t *testing.T) {
 		wantRefs []string // after applying the patch
 		warnings bool
 	}{
-		{"create: every live Subscription", ipRequest(admissionv1.Create, planJSON(t, nil), nil), fakeSubs{subs: []Subscription{a, b}}, true, 0, []string{"a", "b"}, false},
-		{"create: the #3199 plan gets the new Subscription", ipRequest(admissionv1.Create, planJSON(t, withA), nil), fakeSubs{subs: []Subscription{a, b}}, true, 0, []string{"a", "b"}, false},
-		{"update dropping a live owner: restored", ipRequest(admissionv1.Update, planJSON(t, nil), planJSON(t, withA)), fakeSubs{subs: []Subscription{a}}, true, 0, []string{"a"}, false},
-		{"update: owner by installPlanRef", ipRequest(admissionv1.Update, planJSON(t, withA), planJSON(t, withA)), fakeSubs{subs: []Subscription{a, b}}, true, 0, []string{"a", "b"}, false},
-		{"lookup error: allowed unchanged with a warning", ipRequest(admissionv1.Create, planJSON(t, nil), nil), fakeSubs{err: errors.New("boom")}, true, 0, nil, true},
+		{"create: every live Subscription", ipRequest(admissionv1.Create, patchtest.PlanJSON(t, nil), nil), fakeSubs{subs: []owners.Subscription{a, b}}, true, 0, []string{"a", "b"}, false},
+		{"create: the #3199 plan gets the new Subscription", ipRequest(admissionv1.Create, patchtest.PlanJSON(t, withA), nil), fakeSubs{subs: []owners.Subscription{a, b}}, true, 0, []string{"a", "b"}, false},
+		{"update dropping a live owner: restored", ipRequest(admissionv1.Update, patchtest.PlanJSON(t, nil), patchtest.PlanJSON(t, withA)), fakeSubs{subs: []owners.Subscription{a}}, true, 0, []string{"a"}, false},
+		{"update: owner by installPlanRef", ipRequest(admissionv1.Update, patchtest.PlanJSON(t, withA), patchtest.PlanJSON(t, withA)), fakeSubs{subs: []owners.Subscription{a, b}}, true, 0, []string{"a", "b"}, false},
+		{"lookup error: allowed unchanged with a warning", ipRequest(admissionv1.Create, patchtest.PlanJSON(t, nil), nil), fakeSubs{err: errors.New("boom")}, true, 0, nil, true},
 		{"malformed body: clear error", ipRequest(admissionv1.Create, []byte(`{"metadata":`), nil), fakeSubs{}, false, http.StatusBadRequest, nil, false},
 		{"empty body: clear error", ipRequest(admissionv1.Create, nil, nil), fakeSubs{}, false, http.StatusBadRequest, nil, false},
-		{"malformed old object on update: clear error", ipRequest(admissionv1.Update, planJSON(t, nil), []byte(`[]`)), fakeSubs{}, false, http.StatusBadRequest, nil, false},
+		{"malformed old object on update: clear error", ipRequest(admissionv1.Update, patchtest.PlanJSON(t, nil), []byte(`[]`)), fakeSubs{}, false, http.StatusBadRequest, nil, false},
 		{"delete: allowed", ipRequest(admissionv1.Delete, nil, nil), fakeSubs{}, true, 0, nil, false},
 		{"another kind: allowed untouched", admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte(`{}`)}}}, fakeSubs{subs: []Subscription{a}}, true, 0, nil, false},
+			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte(`{}`)}}}, fakeSubs{subs: []owners.Subscription{a}}, true, 0, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,9 +106,9 @@ func TestInstallPlanHandler(t *testing.T) {
 				}
 				return
 			}
-			patched := applyPatch(t, tt.req.Object.Raw, resp.Patches)
+			patched := patchtest.Apply(t, tt.req.Object.Raw, resp.Patches)
 			var got []string
-			for _, r := range refsOf(t, patched) {
+			for _, r := range patchtest.OwnerRefs(t, patched) {
 				got = append(got, r.Name)
 			}
 			if len(got) != len(tt.wantRefs) {
@@ -126,7 +128,7 @@ func FuzzInstallPlanHandler(f *testing.F) {
 	f.Add(byte(0), []byte(`{"metadata":{"ownerReferences":{}}}`), []byte(nil))
 	f.Fuzz(func(t *testing.T, opByte byte, obj, old []byte) {
 		op := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete, admissionv1.Connect}[int(opByte)%4]
-		h := &InstallPlanHandler{Subscriptions: fakeSubs{subs: []Subscription{
+		h := &InstallPlanHandler{Subscriptions: fakeSubs{subs: []owners.Subscription{
 			{Name: "a", UID: "uid-a"}, {Name: "b", UID: "uid-b", InstallPlanRef: "install-1"}, {Name: "c", UID: "uid-c", Deleting: true}}}}
 		resp := h.Handle(context.Background(), ipRequest(op, obj, old))
 		if !resp.Allowed {
@@ -142,7 +144,7 @@ func FuzzInstallPlanHandler(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		patched := applyPatch(t, obj, resp.Patches)
+		patched := patchtest.Apply(t, obj, resp.Patches)
 		again := h.Handle(context.Background(), ipRequest(op, patched, old))
 		if len(again.Patches) != 0 {
 			t.Fatalf("not idempotent: first patch %s, second %v", raw, again.Patches)

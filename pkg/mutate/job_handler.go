@@ -11,6 +11,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/review"
+	"github.com/olmguard/olmguard/pkg/unpack"
 )
 
 // JobsWebhook labels this handler's metrics.
@@ -56,7 +57,7 @@ func (h *JobHandler) Handle(ctx context.Context, req admission.Request) admissio
 	if ns == "" {
 		ns = req.Namespace
 	}
-	ops := UnpackJobPatch(UnpackJob{Namespace: ns, Name: meta.Name, GenerateName: meta.GenerateName, Labels: meta.Labels,
+	ops := unpack.RenamePatch(unpack.Job{Namespace: ns, Name: meta.Name, GenerateName: meta.GenerateName, Labels: meta.Labels,
 		OwnerReferences: meta.OwnerReferences, HasTTL: body.Spec.TTLSecondsAfterFinished != nil}, int32(h.TTL/time.Second))
 	if len(ops) == 0 {
 		return admission.Allowed("")

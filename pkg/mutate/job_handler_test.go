@@ -17,6 +17,9 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/unpack"
+	"github.com/olmguard/olmguard/test/patchtest"
+	"github.com/olmguard/olmguard/test/scenario"
 )
 
 func jobRequest(op admissionv1.Operation, obj []byte) admission.Request {
@@ -24,7 +27,7 @@ func jobRequest(op admissionv1.Operation, obj []byte) admission.Request {
 		Kind: metav1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, Object: runtime.RawExtension{Raw: obj}}}
 }
 
-func jobJSON(t testing.TB, j UnpackJob, ttl *int32) []byte {
+func jobJSON(t testing.TB, j unpack.Job, ttl *int32) []byte {
 	spec := map[string]any{"backoffLimit": 3, "template": map[string]any{"spec": map[string]any{"restartPolicy": "Never"}}}
 	if ttl != nil {
 		spec["ttlSecondsAfterFinished"] = *ttl
@@ -49,7 +52,7 @@ func (c catalogsIn) HasCatalogSource(_ context.Context, ns string) (bool, error)
 
 func TestJobHandler(t *testing.T) {
 	h := &JobHandler{TTL: 10 * time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}}
-	j := unpackJob()
+	j := scenario.UnpackJob()
 	resp := h.Handle(context.Background(), jobRequest(admissionv1.Create, jobJSON(t, j, nil)))
 	if !resp.Allowed || len(resp.Patches) != 2 {
 		t.Fatalf("unpack Job: %+v", resp)
@@ -60,10 +63,10 @@ func TestJobHandler(t *testing.T) {
 			TTL *int32 `json:"ttlSecondsAfterFinished"`
 		} `json:"spec"`
 	}
-	if err := json.Unmarshal(applyPatch(t, jobJSON(t, j, nil), resp.Patches), &got); err != nil {
+	if err := json.Unmarshal(patchtest.Apply(t, jobJSON(t, j, nil), resp.Patches), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Metadata.Name != UnpackJobName("olm", j.Name) || got.Spec.TTL == nil || *got.Spec.TTL != 600 {
+	if got.Metadata.Name != unpack.ScopedName("olm", j.Name) || got.Spec.TTL == nil || *got.Spec.TTL != 600 {
 		t.Fatalf("patched Job: name %q ttl %v", got.Metadata.Name, got.Spec.TTL)
 	}
 	if len(got.Metadata.Labels) != 2 || len(got.Metadata.OwnerReferences) != 1 {
@@ -73,8 +76,8 @@ func TestJobHandler(t *testing.T) {
 		"update":          jobRequest(admissionv1.Update, jobJSON(t, j, nil)),
 		"no spec":         jobRequest(admissionv1.Create, []byte(`{"metadata":{"name":"x"}}`)),
 		"malformed":       jobRequest(admissionv1.Create, []byte(`{`)),
-		"ordinary job":    jobRequest(admissionv1.Create, jobJSON(t, UnpackJob{Namespace: "olm", Name: "backup"}, nil)),
-		"already patched": jobRequest(admissionv1.Create, applyPatch(t, jobJSON(t, j, nil), resp.Patches)),
+		"ordinary job":    jobRequest(admissionv1.Create, jobJSON(t, unpack.Job{Namespace: "olm", Name: "backup"}, nil)),
+		"already patched": jobRequest(admissionv1.Create, patchtest.Apply(t, jobJSON(t, j, nil), resp.Patches)),
 	} {
 		r := h.Handle(context.Background(), req)
 		if len(r.Patches) != 0 {
@@ -89,7 +92,7 @@ func TestJobHandler(t *testing.T) {
 // A Job that looks like an unpack Job outside a namespace holding a CatalogSource is a tenant's:
 // olmguard leaves it as written. A failed lookup admits the Job unchanged, warned and counted.
 func TestJobHandlerOnlyInCatalogNamespaces(t *testing.T) {
-	raw := jobJSON(t, unpackJob(), nil)
+	raw := jobJSON(t, scenario.UnpackJob(), nil)
 	for _, tc := range []struct {
 		name        string
 		catalogs    admit.CatalogNamespaces
@@ -125,7 +128,7 @@ func TestJobHandlerOnlyInCatalogNamespaces(t *testing.T) {
 // FuzzJobHandler: any body gets a well-formed answer, never a panic; the patched Job needs no
 // further patch.
 func FuzzJobHandler(f *testing.F) {
-	f.Add(jobJSON(f, unpackJob(), nil))
+	f.Add(jobJSON(f, scenario.UnpackJob(), nil))
 	f.Add([]byte(`{"metadata":{"name":"x","labels":{"olm.managed":"true","operatorframework.io/bundle-unpack-ref":"x"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"u"}]},"spec":{}}`))
 	f.Add([]byte(`{"metadata":{},"spec":null}`))
 	f.Fuzz(func(t *testing.T, obj []byte) {
@@ -140,7 +143,7 @@ func FuzzJobHandler(f *testing.F) {
 		if len(r.Patches) == 0 {
 			return
 		}
-		patched := applyPatch(t, obj, r.Patches)
+		patched := patchtest.Apply(t, obj, r.Patches)
 		if again := h.Handle(context.Background(), jobRequest(admissionv1.Create, patched)); len(again.Patches) != 0 {
 			t.Fatalf("not idempotent: %v", again.Patches)
 		}

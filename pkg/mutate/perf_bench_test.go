@@ -24,6 +24,8 @@ import (
 
 	"github.com/olmguard/olmguard/internal/latency"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/owners"
+	"github.com/olmguard/olmguard/pkg/unpack"
 )
 
 // bigCSV is a ClusterServiceVersion of about size bytes, shaped like OperatorHub's large ones: a
@@ -163,16 +165,16 @@ func BenchmarkAdmissionCSV(b *testing.B) {
 // BenchmarkAdmissionInstallPlan: a 20-step plan in a namespace of 10 Subscriptions (the lookup is
 // served from memory: it is measured through the apiserver by the load test).
 func BenchmarkAdmissionInstallPlan(b *testing.B) {
-	subs := make([]Subscription, 10)
+	subs := make([]owners.Subscription, 10)
 	for i := range subs {
-		subs[i] = Subscription{Name: fmt.Sprintf("s%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}
+		subs[i] = owners.Subscription{Name: fmt.Sprintf("s%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}
 	}
 	req := ipRequest(admissionv1.Create, realisticPlan(b), nil)
 	ours := &InstallPlanHandler{Subscriptions: fakeSubs{subs: subs}}
 	baseline := baselineMetaHandler{mutate: func(u *unstructured.Unstructured) {
 		refs := u.GetOwnerReferences()
 		for _, s := range subs[1:] {
-			refs = append(refs, SubscriptionOwnerRef(s.Name, s.UID))
+			refs = append(refs, owners.SubscriptionOwnerRef(s.Name, s.UID))
 		}
 		u.SetOwnerReferences(refs)
 	}}
@@ -195,7 +197,7 @@ func BenchmarkAdmissionJob(b *testing.B) {
 	req := jobRequest(admissionv1.Create, raw)
 	ours := &JobHandler{TTL: 10 * time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}} // the lookup is measured through the apiserver
 	baseline := baselineMetaHandler{mutate: func(u *unstructured.Unstructured) {
-		u.SetName(UnpackJobName(u.GetNamespace(), u.GetName()))
+		u.SetName(unpack.ScopedName(u.GetNamespace(), u.GetName()))
 		_ = unstructured.SetNestedField(u.Object, int64(600), "spec", "ttlSecondsAfterFinished")
 	}}
 	b.Run("impl=olmguard", func(b *testing.B) {

@@ -43,3 +43,21 @@ func ServiceName(deploymentName string) string { return deploymentName + "-servi
 // AuthReaderRoleBindingName is the kube-system RoleBinding OLM creates for a webhook or API service
 // and never deletes.
 func AuthReaderRoleBindingName(serviceName string) string { return serviceName + "-auth-reader" }
+
+// CopiedReason is the status.reason of the copies olm-operator makes of a CSV in every target
+// namespace of its OperatorGroup.
+const CopiedReason = "Copied"
+
+// IsCopiedCSV reports whether a CSV is such a copy, as OLM's ClusterServiceVersion.IsCopied
+// decides it: reason Copied, an operator-namespace annotation naming another namespace, or the
+// copied-from label. Copies own nothing, so olmguard never cleans up after one.
+func IsCopiedCSV(namespace string, labels, annotations map[string]string, reason string) bool {
+	if reason == CopiedReason {
+		return true
+	}
+	if ns, ok := annotations[OperatorNamespaceAnnotation]; ok && ns != namespace {
+		return true
+	}
+	_, copied := labels[CopiedFromLabel]
+	return copied
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/test/scenario"
 )
 
@@ -250,7 +251,7 @@ func subscriptionOwners(ctx context.Context, ns string) ([]metav1.OwnerReference
 	}
 	refs := make([]metav1.OwnerReference, 0, len(subs.Items))
 	for _, s := range subs.Items {
-		refs = append(refs, mutate.SubscriptionOwnerRef(s.Name, s.UID))
+		refs = append(refs, owners.SubscriptionOwnerRef(s.Name, s.UID))
 	}
 	return refs, nil
 }

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 )
@@ -44,7 +44,7 @@ func ReleaseFinalizers(ctx context.Context, c client.Client, progress io.Writer)
 	released := 0
 	for i := range list.Items {
 		csv := &list.Items[i]
-		ops := mutate.RemoveFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer)
+		ops := cleanup.RemoveFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer)
 		if len(ops) == 0 {
 			continue
 		}

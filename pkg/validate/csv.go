@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/review"
@@ -24,7 +25,7 @@ func CleanupFinalizerRemoval(p Policies, user string, allowed []string, oldFinal
 	if p.CleanupFinalizer == Off || !deleting || slices.Contains(allowed, user) || annotations[olmguard.CleanupAnnotation] == olmguard.CleanupDisabled {
 		return nil
 	}
-	if !slices.Contains(oldFinalizers, olmguard.CleanupFinalizer) || slices.Contains(newFinalizers, olmguard.CleanupFinalizer) {
+	if !cleanup.HasFinalizer(oldFinalizers) || cleanup.HasFinalizer(newFinalizers) {
 		return nil
 	}
 	return []Violation{{Policy: "cleanup-finalizer", Mode: p.CleanupFinalizer, Message: fmt.Sprintf(

@@ -13,6 +13,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/pkg/review"
 )
 
@@ -117,5 +118,5 @@ func dropsSubscriptionRef(oldRefs, newRefs []metav1.OwnerReference) bool {
 	for _, r := range oldRefs {
 		all[r.Name] = r.UID
 	}
-	return len(DroppedOwners(oldRefs, newRefs, all)) > 0
+	return len(owners.DroppedOwners(oldRefs, newRefs, all)) > 0
 }

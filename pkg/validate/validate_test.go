@@ -83,26 +83,6 @@ func ref(name, uid string) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "operators.coreos.com/v1alpha1", Kind: "Subscription", Name: name, UID: types.UID(uid)}
 }
 
-func TestDroppedOwners(t *testing.T) {
-	live := map[string]types.UID{"a": "uid-a", "b": "uid-b"}
-	tests := []struct {
-		name     string
-		old, new []metav1.OwnerReference
-		want     []string
-	}{
-		{"nothing dropped", []metav1.OwnerReference{ref("a", "uid-a")}, []metav1.OwnerReference{ref("a", "uid-a"), ref("b", "uid-b")}, nil},
-		{"live one dropped", []metav1.OwnerReference{ref("a", "uid-a"), ref("b", "uid-b")}, []metav1.OwnerReference{ref("a", "uid-a")}, []string{"b"}},
-		{"dead one dropped is fine", []metav1.OwnerReference{ref("gone", "uid-gone")}, nil, nil},
-		{"stale UID dropped is fine", []metav1.OwnerReference{ref("a", "uid-old")}, nil, nil},
-		{"all dropped", []metav1.OwnerReference{ref("b", "uid-b"), ref("a", "uid-a")}, nil, []string{"a", "b"}},
-	}
-	for _, tt := range tests {
-		if diff := cmp.Diff(tt.want, DroppedOwners(tt.old, tt.new, live)); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
-		}
-	}
-}
-
 func TestRespond(t *testing.T) {
 	if r := Respond(nil); !r.Allowed || len(r.Warnings) != 0 {
 		t.Errorf("no violations: %+v", r)

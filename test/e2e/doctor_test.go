@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
-	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
 	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/unpack"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -146,7 +146,7 @@ func TestDoctor(t *testing.T) {
 		}
 		var legacy *batchv1.Job
 		for i := range jobs.Items {
-			if j := &jobs.Items[i]; unpackjobs.ConfigMapOwner(j) != "" && (legacy == nil || j.Name < legacy.Name) {
+			if j := &jobs.Items[i]; unpack.ConfigMapOwner(j) != "" && (legacy == nil || j.Name < legacy.Name) {
 				legacy = j
 			}
 		}

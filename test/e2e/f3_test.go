@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
@@ -173,7 +173,7 @@ func TestF3CSVCleanup(t *testing.T) {
 			t.Fatalf("with the controller stopped the CSV must stay terminating (err %v)", err)
 		}
 		// Nobody but the controller may drop the finalizer while the cleanup is pending.
-		ops := mutate.RemoveFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer)
+		ops := cleanup.RemoveFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer)
 		body, _ := json.Marshal(ops)
 		err = sim.Client.Patch(ctx, csv, client.RawPatch(types.JSONPatchType, body))
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cleanup is pending") {

@@ -10,9 +10,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/unpack"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -52,7 +52,7 @@ func unpackJobs(t *testing.T, ctx context.Context, c *cluster.Cluster, cat *olms
 	}
 	var out []batchv1.Job
 	for _, j := range all.Items {
-		if j.Name == name || j.Labels[olm.BundleUnpackRefLabel] == name || j.Name == mutate.UnpackJobName(cat.Namespace, name) {
+		if j.Name == name || j.Labels[olm.BundleUnpackRefLabel] == name || j.Name == unpack.ScopedName(cat.Namespace, name) {
 			out = append(out, j)
 		}
 	}
@@ -89,7 +89,7 @@ func TestF4UnpackJobs(t *testing.T) {
 		sim := newSim(t, c, "olm-f4-five", olmsim.V0_28)
 		cat := installSameBundle(t, ctx, sim, "f4-five", 5)
 		jobs := unpackJobs(t, ctx, c, cat)
-		if len(jobs) != 1 || !strings.HasPrefix(jobs[0].Name, mutate.UnpackJobPrefix) {
+		if len(jobs) != 1 || !strings.HasPrefix(jobs[0].Name, unpack.NamePrefix) {
 			t.Fatalf("unpack Jobs %v, want exactly one, renamed", jobNames(jobs))
 		}
 		if ttl := jobs[0].Spec.TTLSecondsAfterFinished; ttl == nil || *ttl != 600 {
@@ -108,7 +108,7 @@ func TestF4UnpackJobs(t *testing.T) {
 			t.Fatalf("unpack Jobs %v: at most one may exist", jobNames(jobs))
 		}
 		for _, j := range jobs {
-			if strings.HasPrefix(j.Name, mutate.UnpackJobPrefix) {
+			if strings.HasPrefix(j.Name, unpack.NamePrefix) {
 				t.Fatalf("Job %s renamed: OLM v0.25 finds Jobs by name only", j.Name)
 			}
 		}
@@ -118,7 +118,7 @@ func TestF4UnpackJobs(t *testing.T) {
 		sim := newSim(t, c, "olm-f4-v29", olmsim.V0_29)
 		cat := installSameBundle(t, ctx, sim, "f4-v29", 2)
 		jobs := unpackJobs(t, ctx, c, cat)
-		if len(jobs) != 1 || !strings.HasPrefix(jobs[0].Name, mutate.UnpackJobPrefix) {
+		if len(jobs) != 1 || !strings.HasPrefix(jobs[0].Name, unpack.NamePrefix) {
 			t.Fatalf("unpack Jobs %v, want exactly one, renamed and reused", jobNames(jobs))
 		}
 	})

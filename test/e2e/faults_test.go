@@ -24,10 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -371,7 +371,7 @@ func TestAPIServerRestart(t *testing.T) {
 func createPlanAndCSV(ctx context.Context, c *cluster.Cluster, ns string, subs [2]*v1alpha1.Subscription, created *atomic.Int64, plan **v1alpha1.InstallPlan) error {
 	ip := &v1alpha1.InstallPlan{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "install-",
-			OwnerReferences: []metav1.OwnerReference{mutate.SubscriptionOwnerRef(subs[0].Name, subs[0].UID)}},
+			OwnerReferences: []metav1.OwnerReference{owners.SubscriptionOwnerRef(subs[0].Name, subs[0].UID)}},
 		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"op.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true},
 	}
 	if err := c.Client.Create(ctx, ip); err != nil {

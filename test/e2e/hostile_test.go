@@ -15,11 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/manifests"
-	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
-	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/owners"
+	"github.com/olmguard/olmguard/pkg/unpack"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -115,7 +115,7 @@ func TestHostileObjects(t *testing.T) {
 		plan := func() *v1alpha1.InstallPlan {
 			return &v1alpha1.InstallPlan{
 				ObjectMeta: metav1.ObjectMeta{Namespace: x, GenerateName: "install-",
-					OwnerReferences: []metav1.OwnerReference{mutate.SubscriptionOwnerRef(remote.Name, remote.UID)}},
+					OwnerReferences: []metav1.OwnerReference{owners.SubscriptionOwnerRef(remote.Name, remote.UID)}},
 				Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"local.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true},
 			}
 		}
@@ -125,7 +125,7 @@ func TestHostileObjects(t *testing.T) {
 		if err := c.Client.Create(ctx, ip, client.DryRunAll); err != nil {
 			t.Fatal(err)
 		}
-		want := []metav1.OwnerReference{mutate.SubscriptionOwnerRef(remote.Name, remote.UID), mutate.SubscriptionOwnerRef(local.Name, local.UID)}
+		want := []metav1.OwnerReference{owners.SubscriptionOwnerRef(remote.Name, remote.UID), owners.SubscriptionOwnerRef(local.Name, local.UID)}
 		if !slices.EqualFunc(ip.OwnerReferences, want, func(a, b metav1.OwnerReference) bool { return a.Name == b.Name && a.UID == b.UID }) {
 			t.Errorf("admitted owners %v, want %v", ip.OwnerReferences, want)
 		}
@@ -210,7 +210,7 @@ func TestHostileObjects(t *testing.T) {
 				if apierrors.IsNotFound(err) {
 					return j == invisible, nil
 				}
-				finished, _ := unpackjobs.Finished(got)
+				finished, _ := unpack.Finished(got)
 				return finished, err
 			})
 		}

@@ -1,9 +1,14 @@
 package scenario
 
 import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/unpack"
 )
 
 // Subscription is an unresolvable Subscription to package pkg: its catalog does not exist, so
@@ -19,4 +24,34 @@ func Subscription(ns, name, pkg string, approval v1alpha1.Approval) *v1alpha1.Su
 func InstallPlan(ns string) *v1alpha1.InstallPlan {
 	return &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "install-", Namespace: ns},
 		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"x.v1"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true, Generation: 1}}
+}
+
+// UnpackJob is the view of a bundle unpack Job as OLM v0.26+ creates it in namespace olm:
+// named after the bundle, labelled, owned by its unpack ConfigMap.
+func UnpackJob() unpack.Job {
+	name := olm.UnpackName("registry.example/b:v1")
+	return unpack.Job{Namespace: "olm", Name: name,
+		Labels:          map[string]string{olm.ManagedLabel: "true", olm.BundleUnpackRefLabel: name},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: "u"}}}
+}
+
+// Node is a node of zone whose Ready condition has had status ready since then ("" : no Ready
+// condition at all, a node that never reported).
+func Node(name, zone string, ready corev1.ConditionStatus, since time.Time) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
+	if ready != "" {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(since)}}
+	}
+	return n
+}
+
+// CatalogPod is the pod of CatalogSource olm/cat scheduled to nodeName; deleted, when not nil,
+// is its deletionTimestamp.
+func CatalogPod(nodeName string, deleted *time.Time) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cat-abc", Namespace: "olm", Labels: map[string]string{olm.CatalogSourceLabel: "cat"}},
+		Spec: corev1.PodSpec{NodeName: nodeName}}
+	if deleted != nil {
+		p.DeletionTimestamp = &metav1.Time{Time: *deleted}
+	}
+	return p
 }

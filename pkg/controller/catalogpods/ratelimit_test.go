@@ -16,21 +16,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/scenario"
 )
 
 // At most N deletions per minute: past the burst, stranded pods wait their turn.
 func TestReconcileRateLimited(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
 	_ = v1alpha1.AddToScheme(s)
-	down := node("a", "z1", corev1.ConditionUnknown, time.Minute)
+	down := scenario.Node("a", "z1", corev1.ConditionUnknown, now.Add(-(time.Minute)))
 	objs := []client.Object{&down}
 	for _, n := range []string{"b", "c"} {
-		up := node(n, "z2", corev1.ConditionTrue, time.Hour)
+		up := scenario.Node(n, "z2", corev1.ConditionTrue, now.Add(-(time.Hour)))
 		objs = append(objs, &up)
 	}
 	for _, name := range []string{"p1", "p2"} {
-		p := catalogPod("a", false)
+		p := scenario.CatalogPod("a", nil)
 		p.Name, p.UID = name, types.UID("uid-"+name)
 		objs = append(objs, p)
 	}

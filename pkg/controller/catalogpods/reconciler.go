@@ -1,3 +1,6 @@
+// Package catalogpods recovers OLM catalog pods stranded on nodes that stopped responding (F5,
+// OLM issue #3208): when pkg/catalog decides a pod may go, it force-deletes it, rate limited, so
+// OLM recreates it on a healthy node.
 package catalogpods
 
 import (
@@ -24,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/pkg/catalog"
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -101,7 +105,7 @@ type readinessChanged struct{ predicate.Funcs }
 func (readinessChanged) Update(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*corev1.Node)
 	n, okNew := e.ObjectNew.(*corev1.Node)
-	return !okOld || !okNew || NodeReady(o) != NodeReady(n)
+	return !okOld || !okNew || catalog.NodeReady(o) != catalog.NodeReady(n)
 }
 
 // allCatalogPods maps a node readiness change to every catalog pod: the change can start a grace
@@ -154,10 +158,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.List(ctx, nodes); err != nil {
 		return reconcile.Result{}, err
 	}
-	d := Decide(pod, node, goneSince, now, r.Grace, NodeHealth(nodes.Items))
+	d := catalog.Decide(pod, node, goneSince, now, r.Grace, catalog.NodeHealth(nodes.Items))
 	log := ctrl.LoggerFrom(ctx).WithValues("node", pod.Spec.NodeName, "reason", d.Reason)
 	switch {
-	case d.Reason == ReasonClusterOutage || d.Reason == ReasonZoneOutage:
+	case d.Reason == catalog.ReasonClusterOutage || d.Reason == catalog.ReasonZoneOutage:
 		metrics.CatalogPodRecoveriesHeld.WithLabelValues(string(d.Reason)).Inc()
 		log.Info("catalog pod left on its NotReady node: too many nodes are NotReady to trust the signal")
 		return reconcile.Result{}, nil // a node turning Ready again re-triggers the decision

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/olmguard/olmguard/pkg/catalog"
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 // setNode creates or updates a node with the given readiness.
 func setNode(t *testing.T, ctx context.Context, name string, ready corev1.ConditionStatus) {
 	t.Helper()
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{catalogpods.ZoneLabel: "zone-" + name}}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{catalog.ZoneLabel: "zone-" + name}}}
 	if err := env.Client.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -30,7 +30,6 @@ import (
 	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/metrics"
-	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -91,16 +90,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, csv); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	view := mutate.CSVView{Namespace: csv.Namespace, Labels: csv.Labels, Annotations: csv.Annotations,
+	view := cleanup.CSVView{Namespace: csv.Namespace, Labels: csv.Labels, Annotations: csv.Annotations,
 		Finalizers: csv.Finalizers, Deleting: csv.DeletionTimestamp != nil, Reason: string(csv.Status.Reason)}
 	if csv.DeletionTimestamp == nil {
-		if !mutate.WantsCleanupFinalizer(view) {
+		if !cleanup.WantsCleanupFinalizer(view) {
 			return reconcile.Result{}, nil
 		}
 		// Backfill a CSV written while the webhook was away.
-		return reconcile.Result{}, r.patch(ctx, csv, mutate.AddFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer))
+		return reconcile.Result{}, r.patch(ctx, csv, cleanup.AddFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer))
 	}
-	if !hasFinalizer(csv) {
+	if !cleanup.HasFinalizer(csv.Finalizers) {
 		return reconcile.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
@@ -166,18 +165,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, r.release(ctx, csv, fmt.Sprintf("cleanup done (%s: %s)", kind, why))
 }
 
-func hasFinalizer(csv *v1alpha1.ClusterServiceVersion) bool {
-	for _, f := range csv.Finalizers {
-		if f == olmguard.CleanupFinalizer {
-			return true
-		}
-	}
-	return false
-}
-
 // release removes olmguard's finalizer, never any other.
 func (r *Reconciler) release(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, why string) error {
-	if err := r.patch(ctx, csv, mutate.RemoveFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer)); err != nil {
+	if err := r.patch(ctx, csv, cleanup.RemoveFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer)); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(csv, nil, corev1.EventTypeNormal, "CleanupFinalizerReleased", "Cleanup", "olmguard.io/cleanup removed: %s", why)

@@ -5,13 +5,7 @@ package installplans
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
 
-	"gomodules.xyz/jsonpatch/v2"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,9 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/pkg/controller"
-	"github.com/olmguard/olmguard/pkg/metrics"
-	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/owners"
 )
 
 // Name of the reconciler, its Events' reporting controller and its field manager.
@@ -66,47 +59,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, ip); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	_, err := Repair(ctx, r.Client, r.Recorder, ip)
+	_, err := owners.Repair(ctx, r.Client, r.Recorder, ip)
 	return reconcile.Result{}, err
-}
-
-// Repair adds every missing Subscription ownerReference to a plan whose status OLM has populated,
-// with a patch that fails if the plan changed since it was read. It reports whether it patched.
-// The drift reconciler calls it too, when a stale Subscription is the F1 failure's consequence.
-func Repair(ctx context.Context, c client.Client, rec events.EventRecorder, ip *v1alpha1.InstallPlan) (bool, error) {
-	// Never between OLM's Create and its first status write: a write there makes OLM's
-	// UpdateStatus conflict and leaves an orphan plan. The status write triggers us again.
-	if ip.DeletionTimestamp != nil || !ip.Status.Populated() {
-		return false, nil
-	}
-	subs := &v1alpha1.SubscriptionList{}
-	if err := c.List(ctx, subs, client.InNamespace(ip.Namespace)); err != nil {
-		return false, err
-	}
-	owners := mutate.InstallPlanOwners(mutate.Update, ip.Name, ip.UID, ip.OwnerReferences, mutate.FromSubscriptions(subs.Items))
-	ops := mutate.OwnerReferencesPatch(ip.OwnerReferences, owners)
-	if len(ops) == 0 {
-		return false, nil
-	}
-	// The test makes the patch atomic: if OLM wrote in between, it fails and we retry on fresh data.
-	ops = append([]jsonpatch.Operation{jsonpatch.NewOperation("test", "/metadata/resourceVersion", ip.ResourceVersion)}, ops...)
-	body, err := json.Marshal(ops)
-	if err != nil {
-		return false, err
-	}
-	if err := c.Patch(ctx, ip, client.RawPatch(types.JSONPatchType, body)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("patching InstallPlan %s/%s: %w", ip.Namespace, ip.Name, err)
-	}
-	metrics.InstallPlanRepairs.Inc()
-	names := make([]string, 0, len(owners))
-	for _, o := range owners {
-		names = append(names, o.Name)
-	}
-	rec.Eventf(ip, nil, corev1.EventTypeNormal, "OwnerReferencesRepaired", "Repair",
-		"Subscriptions %s now own this InstallPlan (OLM issue #3199)", strings.Join(names, ", "))
-	ctrl.LoggerFrom(ctx).Info("repaired InstallPlan ownerReferences", "installPlan", ip.Namespace+"/"+ip.Name, "subscriptions", names)
-	return true, nil
 }

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/controller/installplans"
-	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -71,7 +71,7 @@ func TestRepairsPlanMissingOwner(t *testing.T) {
 	if !hasOwner(&got, a.UID) || got.OwnerReferences[0].UID != a.UID {
 		t.Fatalf("OLM's reference must stay first and unchanged: %+v", got.OwnerReferences)
 	}
-	want := mutate.SubscriptionOwnerRef("beta", b.UID)
+	want := owners.SubscriptionOwnerRef("beta", b.UID)
 	last := got.OwnerReferences[len(got.OwnerReferences)-1]
 	if last.APIVersion != want.APIVersion || last.Kind != want.Kind || *last.Controller || *last.BlockOwnerDeletion {
 		t.Fatalf("added reference %+v, want %+v", last, want)

@@ -21,11 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/pkg/controller"
-	"github.com/olmguard/olmguard/pkg/controller/installplans"
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/owners"
 )
 
 // Name of the reconciler, its Events' reporting controller and its field manager.
@@ -149,7 +149,7 @@ func (r *Reconciler) repairOwner(ctx context.Context, sub *v1alpha1.Subscription
 			return false, nil
 		}
 	}
-	return installplans.Repair(ctx, r.Client, r.Recorder, plan)
+	return owners.Repair(ctx, r.Client, r.Recorder, plan)
 }
 
 // nudge bumps the resync annotation with a merge patch on metadata only: an event for OLM's

@@ -1,3 +1,6 @@
+// Package unpackjobs keeps OLM's bundle unpack Jobs visible to OLM and tidy (F4, OLM issue
+// #3210): it labels or deletes the Jobs pkg/unpack finds OLM cannot see, and finished ones left
+// without a TTL.
 package unpackjobs
 
 import (
@@ -23,6 +26,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/unpack"
 )
 
 // Name of the reconciler and of its Events' reporting controller.
@@ -40,7 +44,7 @@ type Reconciler struct {
 }
 
 // Setup registers the reconciler. Jobs are watched metadata-only: most of a cluster's Jobs are not
-// OLM's, and decoding every one in full cost 40 MiB of peak memory with 10,000 Jobs
+// OLM's, and decoding every one in full would cost memory in proportion to them
 // (docs/performance.md). The few owned by a ConfigMap are read live when reconciled.
 func Setup() controller.Setup {
 	return controller.Setup{
@@ -49,40 +53,10 @@ func Setup() controller.Setup {
 			r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), TTL: o.UnpackJobTTL, Now: time.Now}
 			return ctrl.NewControllerManagedBy(mgr).Named(Name).
 				For(&batchv1.Job{}, builder.OnlyMetadata,
-					builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return ConfigMapOwner(o) != "" }))).
+					builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return unpack.ConfigMapOwner(o) != "" }))).
 				Complete(r)
 		},
 	}
-}
-
-// ConfigMapOwner is the name of the ConfigMap owning the Job, "" if none.
-func ConfigMapOwner(o client.Object) string {
-	for _, r := range o.GetOwnerReferences() {
-		if r.Kind == "ConfigMap" && r.APIVersion == "v1" {
-			return r.Name
-		}
-	}
-	return ""
-}
-
-// IsUnpackConfigMap reports whether a ConfigMap is one of OLM's bundle unpack ConfigMaps: managed
-// by OLM and owned by a CatalogSource.
-func IsUnpackConfigMap(cm *corev1.ConfigMap) bool {
-	_, ok := unpackCatalogSource(cm)
-	return ok
-}
-
-// unpackCatalogSource returns the CatalogSource owner of an OLM-managed ConfigMap.
-func unpackCatalogSource(cm *corev1.ConfigMap) (metav1.OwnerReference, bool) {
-	if cm.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
-		return metav1.OwnerReference{}, false
-	}
-	for _, r := range cm.OwnerReferences {
-		if r.Kind == olm.CatalogSourceKind {
-			return r, true
-		}
-	}
-	return metav1.OwnerReference{}, false
 }
 
 // catalogSourceExists reports whether the owner is a live CatalogSource in the namespace (same
@@ -104,23 +78,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Reader.Get(ctx, req.NamespacedName, job); err != nil || job.DeletionTimestamp != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	cmName := ConfigMapOwner(job)
+	cmName := unpack.ConfigMapOwner(job)
 	cm := &corev1.ConfigMap{}
 	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: cmName}, cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	owner, ok := unpackCatalogSource(cm)
+	owner, ok := unpack.CatalogSourceOwner(cm)
 	if !ok {
 		return reconcile.Result{}, nil // not OLM's: nothing of ours
 	}
 	if ok, err := r.catalogSourceExists(ctx, job.Namespace, owner); err != nil || !ok {
 		return reconcile.Result{}, err
 	}
-	d := Decide(job, r.Now(), r.TTL)
+	d := unpack.Decide(job, r.Now(), r.TTL)
 	switch d.Action {
-	case None:
+	case unpack.None:
 		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
-	case Label:
+	case unpack.Label:
 		// Append only: OLM's own labels stay, the missing ones are added.
 		labels := map[string]string{}
 		if job.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
@@ -136,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := r.Client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-	case Delete:
+	case unpack.Delete:
 		uid := job.UID
 		err := r.Client.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -153,7 +127,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-var eventReasons = map[Action]string{Label: "UnpackJobLabelled", Delete: "UnpackJobDeleted"}
+var eventReasons = map[unpack.Action]string{unpack.Label: "UnpackJobLabelled", unpack.Delete: "UnpackJobDeleted"}
 
 func jsonMergeLabels(labels map[string]string) ([]byte, error) {
 	return json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})

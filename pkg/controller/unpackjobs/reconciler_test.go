@@ -21,6 +21,8 @@ import (
 )
 
 // catalog is the CatalogSource olm/cat that configMap(name, true) names as its owner.
+var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
 func catalog(uid types.UID) *v1alpha1.CatalogSource {
 	return &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: "cat", UID: uid}}
 }
@@ -44,11 +46,12 @@ func configMap(name string, olms bool) *corev1.ConfigMap {
 }
 
 func ownedJob(cm string, labels map[string]string, finished bool) *batchv1.Job {
-	j := job(false, false, 0, nil)
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: cm, Namespace: "olm", Labels: labels}}
 	if finished {
-		j = job(false, false, time.Minute, nil)
+		done := metav1.NewTime(now.Add(-time.Minute))
+		j.Status.CompletionTime = &done
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: done}}
 	}
-	j.Name, j.Namespace, j.Labels = cm, "olm", labels
 	j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm, UID: "u"}}
 	return j
 }

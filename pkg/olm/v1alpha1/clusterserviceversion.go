@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/olmguard/olmguard/pkg/olm"
 )
 
 // ClusterServiceVersionPhase is status.phase of a CSV.
@@ -22,7 +24,7 @@ const (
 type ConditionReason string
 
 const (
-	CSVReasonCopied            ConditionReason = "Copied"
+	CSVReasonCopied            ConditionReason = olm.CopiedReason
 	CSVReasonBeingReplaced     ConditionReason = "BeingReplaced"
 	CSVReasonReplaced          ConditionReason = "Replaced"
 	CSVReasonInstallSuccessful ConditionReason = "InstallSucceeded"

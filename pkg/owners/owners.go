@@ -1,4 +1,8 @@
-package mutate
+// Package owners holds F1's knowledge (OLM issue #3199): which Subscriptions must own an
+// InstallPlan, the ownerReference OLM writes for them, and the patch that adds what is missing
+// without touching what OLM wrote. The InstallPlan webhook, the repair and drift reconcilers,
+// doctor and the Subscription policies all decide with it.
+package owners
 
 import (
 	"sort"
@@ -10,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
 // Subscription is what the InstallPlan owner computation needs to know of a live Subscription in
@@ -28,6 +33,20 @@ type Subscription struct {
 // are known, the same object, not an older plan of that name).
 func (s Subscription) refersTo(name string, uid types.UID) bool {
 	return s.InstallPlanRef != "" && s.InstallPlanRef == name && (uid == "" || s.InstallPlanRefUID == "" || s.InstallPlanRefUID == uid)
+}
+
+// FromSubscriptions turns typed Subscriptions into the view the owner computation uses.
+func FromSubscriptions(items []v1alpha1.Subscription) []Subscription {
+	out := make([]Subscription, 0, len(items))
+	for i := range items {
+		s := &items[i]
+		v := Subscription{Name: s.Name, UID: s.UID, Deleting: s.DeletionTimestamp != nil}
+		if ref := s.Status.InstallPlanRef; ref != nil && (ref.Namespace == "" || ref.Namespace == s.Namespace) {
+			v.InstallPlanRef, v.InstallPlanRefUID = ref.Name, ref.UID
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // Operation is the admission operation being answered.
@@ -50,7 +69,7 @@ const (
 func InstallPlanOwners(op Operation, planName string, planUID types.UID, oldRefs []metav1.OwnerReference, subs []Subscription) []Subscription {
 	oldNames := map[string]bool{}
 	for _, r := range oldRefs {
-		if isSubscriptionRef(r) {
+		if IsSubscriptionRef(r) {
 			oldNames[r.Name] = true
 		}
 	}
@@ -85,7 +104,7 @@ func OwnerReferencesPatch(refs []metav1.OwnerReference, owners []Subscription) [
 		stale := -1
 		found := false
 		for i, r := range refs {
-			if !isSubscriptionRef(r) || r.Name != s.Name {
+			if !IsSubscriptionRef(r) || r.Name != s.Name {
 				continue
 			}
 			if r.UID == s.UID {
@@ -119,8 +138,30 @@ func OwnerReferencesPatch(refs []metav1.OwnerReference, owners []Subscription) [
 	return ops
 }
 
-// isSubscriptionRef matches OLM's GetOwnersByKind: kind Subscription of OLM's group, any version.
-func isSubscriptionRef(r metav1.OwnerReference) bool {
+// IsSubscriptionRef matches OLM's GetOwnersByKind: kind Subscription of OLM's group, any version.
+func IsSubscriptionRef(r metav1.OwnerReference) bool {
 	gv, err := schema.ParseGroupVersion(r.APIVersion)
 	return r.Kind == olm.SubscriptionKind && err == nil && gv.Group == olm.Group
+}
+
+// DroppedOwners returns the names of live Subscriptions (name -> UID) referenced by oldRefs but
+// not by newRefs: an update that drops them lets the garbage collector delete a plan still in use.
+func DroppedOwners(oldRefs, newRefs []metav1.OwnerReference, live map[string]types.UID) []string {
+	kept := map[types.UID]bool{}
+	for _, r := range newRefs {
+		if IsSubscriptionRef(r) {
+			kept[r.UID] = true
+		}
+	}
+	var out []string
+	for _, r := range oldRefs {
+		if !IsSubscriptionRef(r) || kept[r.UID] {
+			continue
+		}
+		if uid, ok := live[r.Name]; ok && uid == r.UID {
+			out = append(out, r.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -1,13 +1,16 @@
-// Package unpackjobs keeps OLM's bundle unpack Jobs visible to OLM and tidy (F4, OLM issue
-// #3210): a Job without the bundle-unpack-ref or olm.managed label is invisible to OLM v0.26+, and
-// a finished one of those makes every later install of the same bundle fail with "already exists".
-package unpackjobs
+// Package unpack holds F4's knowledge (OLM issue #3210): what an OLM bundle unpack Job and its
+// ConfigMap are, the namespace-scoped name olmguard gives a new one, and what to do with one OLM
+// can no longer see. A Job without the bundle-unpack-ref or olm.managed label is invisible to OLM
+// v0.26+, and a finished one of those makes every later install of the same bundle fail with
+// "already exists". The Job webhook, the unpack-jobs reconciler and doctor decide with it.
+package unpack
 
 import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/olmguard/olmguard/pkg/olm"
 )
@@ -30,8 +33,12 @@ type Decision struct {
 
 // Visible reports whether OLM v0.26+ can find the Job: it lists unpack Jobs by the
 // bundle-unpack-ref label through an informer filtered on olm.managed=true.
-func Visible(j *batchv1.Job) bool {
-	return j.Labels[olm.BundleUnpackRefLabel] != "" && j.Labels[olm.ManagedLabel] == olm.ManagedLabelValue
+func Visible(j *batchv1.Job) bool { return FoundByLabel(j.Labels) }
+
+// FoundByLabel reports whether labels are those OLM v0.26+ lists unpack Jobs by: a
+// bundle-unpack-ref and olm.managed=true.
+func FoundByLabel(labels map[string]string) bool {
+	return labels[olm.BundleUnpackRefLabel] != "" && labels[olm.ManagedLabel] == olm.ManagedLabelValue
 }
 
 // Finished returns whether the Job completed or failed, and when.
@@ -63,4 +70,34 @@ func Decide(j *batchv1.Job, now time.Time, ttl time.Duration) Decision {
 		return Decision{Reason: "WithinTTL", RequeueAfter: wait}
 	}
 	return Decision{Action: Delete, Reason: "FinishedWithoutTTL"}
+}
+
+// ConfigMapOwner is the name of the ConfigMap owning the Job, "" if none.
+func ConfigMapOwner(o metav1.Object) string {
+	for _, r := range o.GetOwnerReferences() {
+		if r.Kind == "ConfigMap" && r.APIVersion == "v1" {
+			return r.Name
+		}
+	}
+	return ""
+}
+
+// IsOLMConfigMap reports whether a ConfigMap is one of OLM's bundle unpack ConfigMaps: managed
+// by OLM and owned by a CatalogSource.
+func IsOLMConfigMap(cm *corev1.ConfigMap) bool {
+	_, ok := CatalogSourceOwner(cm)
+	return ok
+}
+
+// CatalogSourceOwner returns the CatalogSource owner of an OLM-managed ConfigMap.
+func CatalogSourceOwner(cm *corev1.ConfigMap) (metav1.OwnerReference, bool) {
+	if cm.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
+		return metav1.OwnerReference{}, false
+	}
+	for _, r := range cm.OwnerReferences {
+		if r.Kind == olm.CatalogSourceKind {
+			return r, true
+		}
+	}
+	return metav1.OwnerReference{}, false
 }

@@ -1,4 +1,4 @@
-package unpackjobs
+package unpack
 
 import (
 	"testing"

@@ -1,14 +1,13 @@
-package mutate
+package owners
 
 import (
-	"encoding/json"
 	"testing"
 
-	jsonpatchapply "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
-	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/olmguard/olmguard/test/patchtest"
 )
 
 func names(subs []Subscription) []string {
@@ -58,56 +57,6 @@ func TestInstallPlanOwners(t *testing.T) {
 	}
 }
 
-// planJSON renders a minimal InstallPlan with the given ownerReferences (nil: field absent).
-func planJSON(t testing.TB, refs []metav1.OwnerReference) []byte {
-	t.Helper()
-	meta := map[string]any{"name": "install-1", "namespace": "ns"}
-	if refs != nil {
-		meta["ownerReferences"] = refs
-	}
-	b, err := json.Marshal(map[string]any{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "metadata": meta,
-		"spec": map[string]any{"approval": "Automatic", "approved": true, "clusterServiceVersionNames": []string{"x"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func applyPatch(t testing.TB, doc []byte, ops []jsonpatch.Operation) []byte {
-	t.Helper()
-	if len(ops) == 0 {
-		return doc
-	}
-	raw, err := json.Marshal(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := applyPatchErr(doc, raw)
-	if err != nil {
-		t.Fatalf("patch %s does not apply: %v", raw, err)
-	}
-	return out
-}
-
-func applyPatchErr(doc, rawPatch []byte) ([]byte, error) {
-	p, err := jsonpatchapply.DecodePatch(rawPatch)
-	if err != nil {
-		return nil, err
-	}
-	return p.Apply(doc)
-}
-
-func refsOf(t testing.TB, doc []byte) []metav1.OwnerReference {
-	t.Helper()
-	var m struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-	}
-	if err := json.Unmarshal(doc, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m.Metadata.OwnerReferences
-}
-
 func TestOwnerReferencesPatch(t *testing.T) {
 	cm := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "cm", UID: "uid-cm"}
 	a, b := Subscription{Name: "a", UID: "uid-a"}, Subscription{Name: "b", UID: "uid-b"}
@@ -132,12 +81,12 @@ func TestOwnerReferencesPatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc := planJSON(t, tt.refs)
+			doc := patchtest.PlanJSON(t, tt.refs)
 			ops := OwnerReferencesPatch(tt.refs, tt.owners)
 			if len(ops) != tt.nOps {
 				t.Errorf("got %d ops %v, want %d", len(ops), ops, tt.nOps)
 			}
-			got := refsOf(t, applyPatch(t, doc, ops))
+			got := patchtest.OwnerRefs(t, patchtest.Apply(t, doc, ops))
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ownerReferences after patch (-want +got):\n%s", diff)
 			}
@@ -153,5 +102,28 @@ func TestSubscriptionOwnerRefIsNonBlocking(t *testing.T) {
 	r := SubscriptionOwnerRef("s", types.UID("u"))
 	if r.APIVersion != "operators.coreos.com/v1alpha1" || r.Kind != "Subscription" || *r.Controller || *r.BlockOwnerDeletion {
 		t.Fatalf("reference %+v is not OLM's non-blocking owner reference", r)
+	}
+}
+
+func TestDroppedOwners(t *testing.T) {
+	ref := func(name, uid string) metav1.OwnerReference { return SubscriptionOwnerRef(name, types.UID(uid)) }
+	other := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Subscription", Name: "b", UID: "uid-b"}
+	live := map[string]types.UID{"a": "uid-a", "b": "uid-b"}
+	tests := []struct {
+		name     string
+		old, new []metav1.OwnerReference
+		want     []string
+	}{
+		{"nothing dropped", []metav1.OwnerReference{ref("a", "uid-a")}, []metav1.OwnerReference{ref("a", "uid-a"), ref("b", "uid-b")}, nil},
+		{"live one dropped", []metav1.OwnerReference{ref("a", "uid-a"), ref("b", "uid-b")}, []metav1.OwnerReference{ref("a", "uid-a")}, []string{"b"}},
+		{"dead one dropped is fine", []metav1.OwnerReference{ref("gone", "uid-gone")}, nil, nil},
+		{"stale UID dropped is fine", []metav1.OwnerReference{ref("a", "uid-old")}, nil, nil},
+		{"all dropped", []metav1.OwnerReference{ref("b", "uid-b"), ref("a", "uid-a")}, nil, []string{"a", "b"}},
+		{"another group's Subscription is not OLM's", []metav1.OwnerReference{other}, nil, nil},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, DroppedOwners(tt.old, tt.new, live)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
 	}
 }

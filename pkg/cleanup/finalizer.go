@@ -1,10 +1,41 @@
-package mutate
+package cleanup
 
 import (
+	"slices"
 	"strconv"
 
 	"gomodules.xyz/jsonpatch/v2"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olmguard"
 )
+
+// CSVView is what the cleanup finalizer decision reads of a CSV.
+type CSVView struct {
+	Namespace   string
+	Labels      map[string]string
+	Annotations map[string]string
+	Finalizers  []string
+	Deleting    bool
+	// Reason is status.reason ("Copied" on copies).
+	Reason string
+}
+
+// Copied is OLM's IsCopied on the view.
+func (c CSVView) Copied() bool {
+	return olm.IsCopiedCSV(c.Namespace, c.Labels, c.Annotations, c.Reason)
+}
+
+// WantsCleanupFinalizer reports whether a CSV should carry olmguard.io/cleanup: every CSV that is
+// not a copy (copies own nothing), not being deleted, and not opted out.
+func WantsCleanupFinalizer(c CSVView) bool {
+	return !c.Copied() && !c.Deleting && c.Annotations[olmguard.CleanupAnnotation] != olmguard.CleanupDisabled
+}
+
+// HasFinalizer reports whether finalizers hold olmguard's cleanup finalizer.
+func HasFinalizer(finalizers []string) bool {
+	return slices.Contains(finalizers, olmguard.CleanupFinalizer)
+}
 
 // AddFinalizerPatch appends finalizer f unless present. It never rewrites the list, so a finalizer
 // OLM adds concurrently (its full Update of the CSV) is kept.

@@ -1,8 +1,10 @@
-// Package catalogpods recovers OLM catalog pods stranded on nodes that stopped responding (F5, OLM
-// issue #3208): the taint manager only evicts such a pod after minutes, and the kubelet that would
-// finish its deletion is gone, so the catalog stays unavailable. Catalog pods are stateless gRPC
-// servers: deleting one with grace period 0 lets OLM create a new one on a healthy node.
-package catalogpods
+// Package catalog holds F5's knowledge (OLM issue #3208): when a node is Ready, when too many
+// nodes are down to act, and which catalog pods stranded on a node that stopped responding may be
+// force-deleted. The taint manager only evicts such a pod after minutes, and the kubelet that would
+// finish its deletion is gone, so the catalog stays unavailable; catalog pods are stateless gRPC
+// servers, so deleting one with grace period 0 lets OLM create a new one on a healthy node. The
+// catalog-pods reconciler and doctor decide with it.
+package catalog
 
 import (
 	"time"
@@ -13,7 +15,7 @@ import (
 )
 
 // ZoneLabel is the well-known topology label nodes are grouped by.
-const ZoneLabel = "topology.kubernetes.io/zone"
+const ZoneLabel = corev1.LabelTopologyZone
 
 // unhealthyThreshold is the fraction of NotReady nodes beyond which olmguard stands back: at that
 // point the control plane, not the nodes, is the likelier fault (the node lifecycle controller's
