@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/olmguard/olmguard/internal/kubeapi"
-	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/metricsauth"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
@@ -72,7 +72,7 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 	}
 	mgr, err := manager.New(kubeapi.WithLimits(cfg), manager.Options{
 		Scheme:                  scheme,
-		Metrics:                 metrics.ServerOptions(o.MetricsBindAddress, o.MetricsSecure),
+		Metrics:                 metricsauth.ServerOptions(o.MetricsBindAddress, o.MetricsSecure),
 		HealthProbeBindAddress:  o.HealthProbeBindAddress,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        olmguard.ControllerLeaderElectionID,

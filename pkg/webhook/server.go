@@ -34,6 +34,7 @@ import (
 	"github.com/olmguard/olmguard/internal/tlsconfig"
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/metricsauth"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
@@ -85,7 +86,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	}
 	mgr, err := manager.New(kubeapi.WithLimits(cfg), manager.Options{
 		Scheme:                 scheme,
-		Metrics:                metrics.ServerOptions(o.MetricsBindAddress, o.MetricsSecure),
+		Metrics:                metricsauth.ServerOptions(o.MetricsBindAddress, o.MetricsSecure),
 		HealthProbeBindAddress: o.HealthProbeBindAddress,
 		// Handlers read OLM objects through the cache; managed fields are never needed.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},

@@ -1,4 +1,7 @@
-package metrics
+// Package metricsauth serves olmguard's /metrics only to callers the kube-apiserver authenticates
+// and authorizes for it, as both binaries do by default (--metrics-secure). The metric names
+// themselves live in pkg/metrics.
+package metricsauth
 
 import (
 	"context"
@@ -52,7 +55,7 @@ type AccessReviewer interface {
 // token the kube-apiserver authenticates and who may `get` the URL's path. It asks the apiserver
 // with TokenReviews and SubjectAccessReviews itself rather than through k8s.io/apiserver's
 // delegating authenticator: that package's dependencies (CEL, OpenTelemetry, the apiserver's
-// feature gates) added about 16 MiB to each binary's memory (docs/performance.md).
+// feature gates) would add to each binary's memory (docs/performance.md).
 func AuthorizedOnly(config *rest.Config, httpClient *http.Client) (metricsserver.Filter, error) {
 	cs, err := kubernetes.NewForConfigAndClient(config, httpClient)
 	if err != nil {
