@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 	"os"
 	"runtime/debug"
@@ -12,14 +13,15 @@ import (
 
 	"github.com/olmguard/olmguard/internal/cli"
 	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/setup"
 )
 
 const name = "olmguard-controller"
 
 func main() {
 	// The controller's heap is mostly its caches; at Go's default GOGC=100 the garbage of decoding
-	// large objects (CSVs of hundreds of kilobytes) set its peak memory. GOGC=50 took the peak with
-	// 2,000 such CSVs from 90 to 67 MiB (docs/performance.md). An explicit GOGC still wins.
+	// large objects (CSVs of hundreds of kilobytes) sets its peak memory, which GOGC=50 lowers
+	// (docs/performance.md). An explicit GOGC still wins.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
@@ -28,14 +30,22 @@ func main() {
 
 // run returns the exit status: 0 on success or --help, 2 on a bad flag, 1 on a runtime failure.
 func run(args []string, stdout, stderr io.Writer) int {
-	opts := controller.DefaultOptions()
+	opts, reconcilers := controller.DefaultOptions(), setup.DefaultController()
 	return cli.Command{
-		Name:     name,
-		About:    "controller of olmguard: repairs, cleans up and recovers what OLM leaves behind",
-		Bind:     opts.BindFlags,
-		Validate: opts.Validate,
+		Name:  name,
+		About: "controller of olmguard: repairs, cleans up and recovers what OLM leaves behind",
+		Bind: func(fs *flag.FlagSet) {
+			opts.BindFlags(fs)
+			reconcilers.BindFlags(fs)
+		},
+		Validate: func() error {
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			return reconcilers.Validate()
+		},
 		Run: func(ctx context.Context, cfg *rest.Config) error {
-			return controller.Run(ctx, cfg, opts, reconcilers...)
+			return controller.Run(ctx, cfg, opts, reconcilers.Reconcilers()...)
 		},
 	}.Main(args, stdout, stderr)
 }

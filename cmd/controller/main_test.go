@@ -1,21 +1,23 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"testing"
 
 	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/test/clitest"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m, main) }
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
-	o := controller.DefaultOptions()
-	clitest.Help(t, run, o.BindFlags,
+	o, r := controller.DefaultOptions(), setup.DefaultController()
+	clitest.Help(t, run, func(fs *flag.FlagSet) { o.BindFlags(fs); r.BindFlags(fs) },
 		"--leader-elect\n", "(default false)", "--leader-election-namespace string\n", "(default olmguard-system)",
 		"--catalog-pod-grace duration\n", "(default 30s)", "(default 10m0s)", "(default opt-in)", "(default 10)",
-		"(default :8081)", "(default :8080)")
+		"(default :8082)", "(default :8083)", "--drift-window duration\n", "--unpack-job-ttl duration\n")
 }
 
 func TestBadFlagsExitWithOneLine(t *testing.T) {

@@ -1,6 +1,7 @@
 package cleanup
 
 import (
+	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -103,14 +104,30 @@ func OperandCRDs(csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterS
 	return out
 }
 
-// OperandCleanup is the controller's --operand-cleanup mode.
+// OperandCleanup says when the custom resources of an uninstalled operator are deleted
+// (--operand-cleanup).
 type OperandCleanup string
 
 const (
-	OperandCleanupOptIn  OperandCleanup = "opt-in"
+	// OperandCleanupOptIn deletes operands only for CSVs with spec.cleanup.enabled: true.
+	OperandCleanupOptIn OperandCleanup = "opt-in"
+	// OperandCleanupAlways deletes operands on every confirmed uninstall.
 	OperandCleanupAlways OperandCleanup = "always"
-	OperandCleanupNever  OperandCleanup = "never"
+	// OperandCleanupNever never deletes operands.
+	OperandCleanupNever OperandCleanup = "never"
 )
+
+func (m OperandCleanup) String() string { return string(m) }
+
+// Set implements flag.Value and accepts only the three modes.
+func (m *OperandCleanup) Set(s string) error {
+	switch v := OperandCleanup(s); v {
+	case OperandCleanupOptIn, OperandCleanupAlways, OperandCleanupNever:
+		*m = v
+		return nil
+	}
+	return fmt.Errorf("must be one of %s, %s, %s", OperandCleanupOptIn, OperandCleanupAlways, OperandCleanupNever)
+}
 
 // DeleteOperands reports whether an uninstall of csv deletes its operands: only for a confirmed
 // uninstall, and only when enabled by the CSV (spec.cleanup.enabled, OLM's own unused field) in

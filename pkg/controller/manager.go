@@ -1,6 +1,6 @@
 // Package controller assembles olmguard's controller: a controller-runtime manager with leader
-// election, probes and metrics, to which the reconcilers of pkg/controller/<concern> are added
-// through Setup values.
+// election, probes and metrics, to which reconcilers are added through Setup values. The
+// reconcilers of pkg/controller/<concern> know nothing of it: pkg/setup turns each into a Setup.
 package controller
 
 import (
@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/olmguard/olmguard/internal/kubeapi"
+	// Registers olmguard's metrics, so /metrics lists them before a reconciler records one.
+	_ "github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/metricsauth"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -29,9 +31,10 @@ import (
 // Setup adds one reconciler to the manager. Reconcilers choose their own caching (metadata-only
 // or trimmed objects: a CSV can be megabytes) through the builder's options.
 type Setup struct {
-	// Name identifies the reconciler in errors.
+	// Name identifies the reconciler in errors and in --controllers.
 	Name string
-	Add  func(mgr manager.Manager, o Options) error
+	// Add builds the reconciler and registers it with the manager.
+	Add func(mgr manager.Manager) error
 	// Cache narrows how the objects this reconciler watches are cached (label selectors,
 	// transforms that drop what it never reads), so memory stays small on large clusters.
 	Cache map[client.Object]cache.ByObject
@@ -98,7 +101,7 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 		if s.Add == nil {
 			return nil, fmt.Errorf("setting up reconciler %q: no Add function", s.Name)
 		}
-		if err := s.Add(mgr, o); err != nil {
+		if err := s.Add(mgr); err != nil {
 			return nil, fmt.Errorf("setting up reconciler %q: %w", s.Name, err)
 		}
 	}

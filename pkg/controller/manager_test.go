@@ -19,9 +19,9 @@ func offlineOptions() Options {
 func TestNewManagerRunsSetupsInOrder(t *testing.T) {
 	var order []string
 	setup := func(name string) Setup {
-		return Setup{Name: name, Add: func(mgr manager.Manager, o Options) error {
-			if mgr == nil || o.CleanupTimeout == 0 {
-				t.Errorf("%s: got no manager or no options", name)
+		return Setup{Name: name, Add: func(mgr manager.Manager) error {
+			if mgr == nil {
+				t.Errorf("%s: got no manager", name)
 			}
 			order = append(order, name)
 			return nil
@@ -38,7 +38,7 @@ func TestNewManagerRunsSetupsInOrder(t *testing.T) {
 
 func TestNewManagerErrors(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-	failing := Setup{Name: "drift", Add: func(manager.Manager, Options) error { return errors.New("boom") }}
+	failing := Setup{Name: "drift", Add: func(manager.Manager) error { return errors.New("boom") }}
 	if _, err := NewManager(cfg, offlineOptions(), failing); err == nil || !strings.Contains(err.Error(), `reconciler "drift": boom`) {
 		t.Errorf("error = %v, want it to name the reconciler", err)
 	}
@@ -46,7 +46,7 @@ func TestNewManagerErrors(t *testing.T) {
 		t.Error("a Setup without Add was accepted")
 	}
 	bad := offlineOptions()
-	bad.DriftWindow = 0
+	bad.RetryPeriod = 0
 	if _, err := NewManager(cfg, bad); err == nil {
 		t.Error("invalid options were accepted")
 	}

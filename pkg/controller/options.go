@@ -13,31 +13,8 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 )
 
-// OperandCleanup says when the custom resources of an uninstalled operator are deleted.
-type OperandCleanup string
-
-const (
-	// OperandCleanupOptIn deletes operands only for CSVs with spec.cleanup.enabled: true.
-	OperandCleanupOptIn OperandCleanup = "opt-in"
-	// OperandCleanupAlways deletes operands on every confirmed uninstall.
-	OperandCleanupAlways OperandCleanup = "always"
-	// OperandCleanupNever never deletes operands.
-	OperandCleanupNever OperandCleanup = "never"
-)
-
-func (m OperandCleanup) String() string { return string(m) }
-
-// Set implements flag.Value and accepts only the three modes.
-func (m *OperandCleanup) Set(s string) error {
-	switch v := OperandCleanup(s); v {
-	case OperandCleanupOptIn, OperandCleanupAlways, OperandCleanupNever:
-		*m = v
-		return nil
-	}
-	return fmt.Errorf("must be one of %s, %s, %s", OperandCleanupOptIn, OperandCleanupAlways, OperandCleanupNever)
-}
-
-// Options configure the controller. Every field is a flag.
+// Options configure the controller's manager: leader election, probes, metrics and which
+// reconcilers run. Every field is a flag. Each reconciler's own settings are its package's Options.
 type Options struct {
 	LeaderElect             bool
 	LeaderElectionNamespace string
@@ -52,20 +29,6 @@ type Options struct {
 	MetricsBindAddress     string
 	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized callers only.
 	MetricsSecure bool
-	// CatalogPodGrace is how long a catalog pod may sit on a NotReady or unreachable node before
-	// it is force-deleted (F5).
-	CatalogPodGrace time.Duration
-	// CatalogPodDeletionsPerMinute rate limits those deletions.
-	CatalogPodDeletionsPerMinute int
-	// CleanupTimeout bounds an uninstall cleanup; then the finalizer is released with a Warning (F3).
-	CleanupTimeout time.Duration
-	// OperandCleanup chooses when operands are deleted on uninstall (F3).
-	OperandCleanup OperandCleanup
-	// DriftWindow is how long a Subscription may disagree with its InstallPlan before it is
-	// reported and nudged (F2).
-	DriftWindow time.Duration
-	// UnpackJobTTL is the ttlSecondsAfterFinished given to finished unpack Jobs (F4).
-	UnpackJobTTL time.Duration
 	// Controllers names the reconcilers to run; empty runs all of them.
 	Controllers []string
 }
@@ -73,19 +36,14 @@ type Options struct {
 // DefaultOptions returns the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		LeaderElectionNamespace:      olmguard.DefaultNamespace,
-		LeaseDuration:                60 * time.Second,
-		RenewDeadline:                40 * time.Second,
-		RetryPeriod:                  5 * time.Second,
-		HealthProbeBindAddress:       ":8081",
-		MetricsBindAddress:           ":8080",
-		MetricsSecure:                true,
-		CatalogPodGrace:              30 * time.Second,
-		CatalogPodDeletionsPerMinute: 10,
-		CleanupTimeout:               10 * time.Minute,
-		OperandCleanup:               OperandCleanupOptIn,
-		DriftWindow:                  30 * time.Second,
-		UnpackJobTTL:                 10 * time.Minute,
+		LeaderElectionNamespace: olmguard.DefaultNamespace,
+		LeaseDuration:           60 * time.Second,
+		RenewDeadline:           40 * time.Second,
+		RetryPeriod:             5 * time.Second,
+		// Other ports than the webhook's (:8081, :8080), so both run on one host out of cluster.
+		HealthProbeBindAddress: ":8082",
+		MetricsBindAddress:     ":8083",
+		MetricsSecure:          true,
 	}
 }
 
@@ -99,12 +57,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, `address of /healthz and /readyz ("0" disables)`)
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of /metrics ("0" disables)`)
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers the kube-apiserver authenticates and allows get on /metrics")
-	fs.DurationVar(&o.CatalogPodGrace, "catalog-pod-grace", o.CatalogPodGrace, "how long a catalog pod may sit on a NotReady or unreachable node before it is force-deleted")
-	fs.IntVar(&o.CatalogPodDeletionsPerMinute, "catalog-pod-deletions-per-minute", o.CatalogPodDeletionsPerMinute, "maximum catalog pod force-deletions per minute")
-	fs.DurationVar(&o.CleanupTimeout, "cleanup-timeout", o.CleanupTimeout, "how long an uninstall cleanup may take before its finalizer is released with a Warning event")
-	fs.Var(&o.OperandCleanup, "operand-cleanup", "when to delete an uninstalled operator's custom resources: opt-in (CSVs with spec.cleanup.enabled: true), always, never")
-	fs.DurationVar(&o.DriftWindow, "drift-window", o.DriftWindow, "how long a Subscription may disagree with its InstallPlan before the drift is reported")
-	fs.DurationVar(&o.UnpackJobTTL, "unpack-job-ttl", o.UnpackJobTTL, "time-to-live of finished bundle unpack Jobs")
 	fs.Func("controllers", "comma-separated reconcilers to run, all when empty: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods", func(v string) error {
 		o.Controllers = nil
 		for _, name := range strings.Split(v, ",") {
@@ -157,27 +109,6 @@ func (o *Options) Validate() error {
 	}
 	if err := validateBindAddress(o.MetricsBindAddress); err != nil {
 		return fmt.Errorf("--metrics-bind-address: %w", err)
-	}
-	for _, d := range []struct {
-		flag     string
-		v, least time.Duration
-	}{
-		{"catalog-pod-grace", o.CatalogPodGrace, time.Second},
-		{"cleanup-timeout", o.CleanupTimeout, time.Second},
-		{"drift-window", o.DriftWindow, time.Second},
-		// OLM must read a finished unpack Job's outcome before the TTL controller deletes it.
-		{"unpack-job-ttl", o.UnpackJobTTL, time.Minute},
-	} {
-		if d.v < d.least {
-			return fmt.Errorf("--%s %s must be at least %s", d.flag, d.v, d.least)
-		}
-	}
-	if o.CatalogPodDeletionsPerMinute < 1 {
-		return fmt.Errorf("--catalog-pod-deletions-per-minute %d must be at least 1", o.CatalogPodDeletionsPerMinute)
-	}
-	var m OperandCleanup
-	if err := m.Set(string(o.OperandCleanup)); err != nil {
-		return fmt.Errorf("--operand-cleanup %q: %w", o.OperandCleanup, err)
 	}
 	return nil
 }

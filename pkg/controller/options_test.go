@@ -16,9 +16,7 @@ func TestFlagDefaults(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"leader-elect": "false", "leader-election-namespace": "olmguard-system",
-		"health-probe-bind-address": ":8081", "metrics-bind-address": ":8080",
-		"catalog-pod-grace": "30s", "catalog-pod-deletions-per-minute": "10", "cleanup-timeout": "10m0s",
-		"operand-cleanup": "opt-in", "drift-window": "30s", "unpack-job-ttl": "10m0s",
+		"health-probe-bind-address": ":8082", "metrics-bind-address": ":8083",
 		// A leader rides out a kube-apiserver outage of up to about 40 s (TestAPIServerRestart in
 		// test/e2e runs with a longer renew deadline, whatever the restart takes).
 		"leader-elect-lease-duration": "1m0s", "leader-elect-renew-deadline": "40s", "leader-elect-retry-period": "5s",
@@ -44,24 +42,11 @@ func TestFlagParsing(t *testing.T) {
 		check   func(Options) bool
 	}{
 		"all set": {
-			args: []string{"--leader-elect", "--leader-election-namespace=ops", "--catalog-pod-grace=1m", "--cleanup-timeout=1h",
-				"--operand-cleanup=always", "--drift-window=2m", "--unpack-job-ttl=1h", "--catalog-pod-deletions-per-minute=3",
-				"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9999"},
+			args: []string{"--leader-elect", "--leader-election-namespace=ops", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9999"},
 			check: func(o Options) bool {
-				return o.LeaderElect && o.LeaderElectionNamespace == "ops" && o.CatalogPodGrace == time.Minute &&
-					o.CleanupTimeout == time.Hour && o.OperandCleanup == OperandCleanupAlways && o.DriftWindow == 2*time.Minute &&
-					o.UnpackJobTTL == time.Hour && o.CatalogPodDeletionsPerMinute == 3 && o.MetricsBindAddress == "0"
+				return o.LeaderElect && o.LeaderElectionNamespace == "ops" && o.MetricsBindAddress == "0" && o.HealthProbeBindAddress == "127.0.0.1:9999"
 			},
 		},
-		"operand cleanup never":    {args: []string{"--operand-cleanup=never"}, check: func(o Options) bool { return o.OperandCleanup == OperandCleanupNever }},
-		"bad operand cleanup":      {args: []string{"--operand-cleanup=sometimes"}, wantErr: "must be one of opt-in, always, never"},
-		"duration without unit":    {args: []string{"--catalog-pod-grace=30"}, wantErr: "catalog-pod-grace"},
-		"negative grace":           {args: []string{"--catalog-pod-grace=-1s"}, wantErr: "--catalog-pod-grace -1s must be at least 1s"},
-		"zero cleanup timeout":     {args: []string{"--cleanup-timeout=0s"}, wantErr: "--cleanup-timeout"},
-		"zero drift window":        {args: []string{"--drift-window=0s"}, wantErr: "--drift-window"},
-		"tiny unpack TTL":          {args: []string{"--unpack-job-ttl=5s"}, wantErr: "--unpack-job-ttl 5s must be at least 1m0s"},
-		"zero deletions":           {args: []string{"--catalog-pod-deletions-per-minute=0"}, wantErr: "--catalog-pod-deletions-per-minute 0"},
-		"deletions not a number":   {args: []string{"--catalog-pod-deletions-per-minute=many"}, wantErr: "catalog-pod-deletions-per-minute"},
 		"bad namespace":            {args: []string{"--leader-election-namespace=Bad_NS"}, wantErr: "--leader-election-namespace"},
 		"empty namespace":          {args: []string{"--leader-election-namespace="}, wantErr: "--leader-election-namespace"},
 		"bad metrics address":      {args: []string{"--metrics-bind-address=8080"}, wantErr: "--metrics-bind-address"},
@@ -100,14 +85,6 @@ func TestFlagParsing(t *testing.T) {
 				t.Errorf("options = %+v", o)
 			}
 		})
-	}
-}
-
-func TestValidateRejectsUnsetOperandCleanup(t *testing.T) {
-	o := DefaultOptions()
-	o.OperandCleanup = ""
-	if err := o.Validate(); err == nil {
-		t.Error("an empty --operand-cleanup was accepted")
 	}
 }
 

@@ -46,7 +46,7 @@ func TestRunWithLeaderElection(t *testing.T) {
 	o.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", health)
 
 	leading := make(chan struct{})
-	setup := controller.Setup{Name: "probe", Add: func(mgr manager.Manager, _ controller.Options) error {
+	setup := controller.Setup{Name: "probe", Add: func(mgr manager.Manager) error {
 		// A plain Runnable needs leader election, as reconcilers do.
 		return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			close(leading)

@@ -1,6 +1,7 @@
-// Package setup assembles what olmguard runs: the handler of every admission path and the
-// controller's reconcilers. The binaries, the end-to-end tests and the demo all use it, so they
-// run the same olmguard.
+// Package setup assembles what olmguard runs: the admission table (every path, its webhook
+// configuration entry and its handler) and the controller's reconcilers with their options. It
+// is the only package that imports the reconcilers. The binaries, the end-to-end tests and the
+// demo all use it, so they run the same olmguard.
 package setup
 
 import (
@@ -8,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
@@ -44,9 +47,68 @@ func (w *Webhook) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&w.ConsistentSubscriptionReads, "consistent-subscription-reads", w.ConsistentSubscriptionReads, "list Subscriptions (an InstallPlan's owners, the Subscription and InstallPlan policies) with a consistent read, which finds every Subscription committed before the request on any apiserver; false reads the serving apiserver's watch cache, which is cheaper under bursts of plans but can miss a Subscription created a moment before (the controller then repairs the plan)")
 }
 
-// Reconcilers returns every reconciler of the controller.
-func Reconcilers() []controller.Setup {
-	return []controller.Setup{installplans.Setup(), subscriptiondrift.Setup(), csvcleanup.Setup(), unpackjobs.Setup(), catalogpods.Setup()}
+// Controller is the configuration of the controller's reconcilers: each concern's own options.
+// The manager's settings are controller.Options.
+type Controller struct {
+	SubscriptionDrift subscriptiondrift.Options
+	CSVCleanup        csvcleanup.Options
+	UnpackJobs        unpackjobs.Options
+	CatalogPods       catalogpods.Options
+}
+
+// DefaultController returns the flag defaults.
+func DefaultController() Controller {
+	return Controller{SubscriptionDrift: subscriptiondrift.DefaultOptions(), CSVCleanup: csvcleanup.DefaultOptions(),
+		UnpackJobs: unpackjobs.DefaultOptions(), CatalogPods: catalogpods.DefaultOptions()}
+}
+
+// BindFlags registers every reconciler's flags.
+func (c *Controller) BindFlags(fs *flag.FlagSet) {
+	c.CatalogPods.BindFlags(fs)
+	c.CSVCleanup.BindFlags(fs)
+	c.SubscriptionDrift.BindFlags(fs)
+	c.UnpackJobs.BindFlags(fs)
+}
+
+// Validate reports the first invalid reconciler option.
+func (c Controller) Validate() error {
+	for _, err := range []error{c.CatalogPods.Validate(), c.CSVCleanup.Validate(), c.SubscriptionDrift.Validate(), c.UnpackJobs.Validate()} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reconcilers returns every reconciler of the controller, in the order they are added.
+func (c Controller) Reconcilers() []controller.Setup {
+	return []controller.Setup{InstallPlanOwners(), SubscriptionDrift(c.SubscriptionDrift), CSVCleanup(c.CSVCleanup),
+		UnpackJobs(c.UnpackJobs), CatalogPods(c.CatalogPods)}
+}
+
+// InstallPlanOwners repairs plans written while the webhook was away (F1).
+func InstallPlanOwners() controller.Setup {
+	return controller.Setup{Name: installplans.Name, Add: installplans.Add}
+}
+
+// SubscriptionDrift reports and nudges Subscriptions out of step with their plan (F2).
+func SubscriptionDrift(o subscriptiondrift.Options) controller.Setup {
+	return controller.Setup{Name: subscriptiondrift.Name, Add: func(mgr manager.Manager) error { return subscriptiondrift.Add(mgr, o) }}
+}
+
+// CSVCleanup runs the CSV cleanup finalizer (F3).
+func CSVCleanup(o csvcleanup.Options) controller.Setup {
+	return controller.Setup{Name: csvcleanup.Name, Cache: csvcleanup.Cache(), Add: func(mgr manager.Manager) error { return csvcleanup.Add(mgr, o) }}
+}
+
+// UnpackJobs keeps OLM's unpack Jobs visible and tidy (F4).
+func UnpackJobs(o unpackjobs.Options) controller.Setup {
+	return controller.Setup{Name: unpackjobs.Name, Add: func(mgr manager.Manager) error { return unpackjobs.Add(mgr, o) }}
+}
+
+// CatalogPods recovers catalog pods stranded on lost nodes (F5).
+func CatalogPods(o catalogpods.Options) controller.Setup {
+	return controller.Setup{Name: catalogpods.Name, Cache: catalogpods.Cache(), Add: func(mgr manager.Manager) error { return catalogpods.Add(mgr, o) }}
 }
 
 // userList is a comma-separated list flag.

@@ -5,6 +5,7 @@ package setup_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/pkg/cleanup"
+	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
@@ -217,5 +220,88 @@ func TestSubscriptionPoliciesWarn(t *testing.T) {
 	all := strings.Join(w.msgs, "\n")
 	if !strings.Contains(all, `package "etcd" already has Subscription a`) || !strings.Contains(all, "every plan Manual") {
 		t.Fatalf("warnings = %q; want the duplicate-package and mixed-approval warnings", w.msgs)
+	}
+}
+
+// Every reconciler's flag, its default, and the errors its validation gives, through the binary's
+// flag set.
+func TestControllerFlags(t *testing.T) {
+	c := setup.DefaultController()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.BindFlags(fs)
+	for name, want := range map[string]string{
+		"catalog-pod-grace": "30s", "catalog-pod-deletions-per-minute": "10", "cleanup-timeout": "10m0s",
+		"operand-cleanup": "opt-in", "drift-window": "30s", "unpack-job-ttl": "10m0s",
+	} {
+		if f := fs.Lookup(name); f == nil || f.DefValue != want {
+			t.Errorf("--%s: %+v, want default %q", name, f, want)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("defaults do not validate: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		args    []string
+		wantErr string // substring of the parse or validation error; "" means valid
+		check   func(setup.Controller) bool
+	}{
+		"all set": {
+			args: []string{"--catalog-pod-grace=1m", "--cleanup-timeout=1h", "--operand-cleanup=always", "--drift-window=2m",
+				"--unpack-job-ttl=1h", "--catalog-pod-deletions-per-minute=3"},
+			check: func(c setup.Controller) bool {
+				return c.CatalogPods.Grace == time.Minute && c.CSVCleanup.Timeout == time.Hour && c.CSVCleanup.OperandCleanup == cleanup.OperandCleanupAlways &&
+					c.SubscriptionDrift.Window == 2*time.Minute && c.UnpackJobs.TTL == time.Hour && c.CatalogPods.DeletionsPerMinute == 3
+			},
+		},
+		"operand cleanup never":  {args: []string{"--operand-cleanup=never"}, check: func(c setup.Controller) bool { return c.CSVCleanup.OperandCleanup == cleanup.OperandCleanupNever }},
+		"bad operand cleanup":    {args: []string{"--operand-cleanup=sometimes"}, wantErr: "must be one of opt-in, always, never"},
+		"duration without unit":  {args: []string{"--catalog-pod-grace=30"}, wantErr: "catalog-pod-grace"},
+		"negative grace":         {args: []string{"--catalog-pod-grace=-1s"}, wantErr: "--catalog-pod-grace -1s must be at least 1s"},
+		"zero cleanup timeout":   {args: []string{"--cleanup-timeout=0s"}, wantErr: "--cleanup-timeout"},
+		"zero drift window":      {args: []string{"--drift-window=0s"}, wantErr: "--drift-window"},
+		"tiny unpack TTL":        {args: []string{"--unpack-job-ttl=5s"}, wantErr: "--unpack-job-ttl 5s must be at least 1m0s"},
+		"zero deletions":         {args: []string{"--catalog-pod-deletions-per-minute=0"}, wantErr: "--catalog-pod-deletions-per-minute 0"},
+		"deletions not a number": {args: []string{"--catalog-pod-deletions-per-minute=many"}, wantErr: "catalog-pod-deletions-per-minute"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := setup.DefaultController()
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			fs.SetOutput(&strings.Builder{})
+			c.BindFlags(fs)
+			err := fs.Parse(tc.args)
+			if err == nil {
+				err = c.Validate()
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+			if tc.check != nil && !tc.check(c) {
+				t.Errorf("options = %+v", c)
+			}
+		})
+	}
+	unset := setup.DefaultController()
+	unset.CSVCleanup.OperandCleanup = ""
+	if err := unset.Validate(); err == nil {
+		t.Error("an empty --operand-cleanup was accepted")
+	}
+}
+
+// Both binaries run on one host out of cluster as they are: their default listeners differ.
+func TestBinariesListenOnDistinctDefaults(t *testing.T) {
+	w, c := webhook.DefaultOptions(), controller.DefaultOptions()
+	seen := map[string]string{}
+	for name, addr := range map[string]string{
+		"webhook --port": fmt.Sprintf(":%d", w.Port), "webhook --health-probe-bind-address": w.HealthProbeBindAddress,
+		"webhook --metrics-bind-address": w.MetricsBindAddress, "controller --health-probe-bind-address": c.HealthProbeBindAddress,
+		"controller --metrics-bind-address": c.MetricsBindAddress,
+	} {
+		if other, ok := seen[addr]; ok {
+			t.Errorf("%s and %s both default to %s", name, other, addr)
+		}
+		seen[addr] = name
 	}
 }

@@ -5,6 +5,7 @@ package catalogpods
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sync"
 	"time"
@@ -28,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/pkg/catalog"
-	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -56,23 +56,50 @@ type goneEntry struct {
 	since time.Time
 }
 
-// Setup registers the reconciler. Only pods labelled olm.catalogSource are cached, and nodes are
-// cached without their images and volumes, which the reconciler never reads.
-func Setup() controller.Setup {
-	catalogPods, _ := labels.NewRequirement(olm.CatalogSourceLabel, selection.Exists, nil)
-	return controller.Setup{
-		Name: Name,
-		Cache: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:  {Label: labels.NewSelector().Add(*catalogPods)},
-			&corev1.Node{}: {Transform: trimNode},
-		},
-		Add: func(mgr manager.Manager, o controller.Options) error {
-			perMinute := o.CatalogPodDeletionsPerMinute
-			r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.CatalogPodGrace,
-				Limiter: rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute), Now: time.Now}
-			return r.SetupWithManager(mgr)
-		},
+// Options are the reconciler's settings.
+type Options struct {
+	// Grace is how long a catalog pod may sit on a NotReady or unreachable node before it is
+	// force-deleted.
+	Grace time.Duration
+	// DeletionsPerMinute rate limits those deletions.
+	DeletionsPerMinute int
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options { return Options{Grace: 30 * time.Second, DeletionsPerMinute: 10} }
+
+// BindFlags registers the options' flags on fs, with the current values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.Grace, "catalog-pod-grace", o.Grace, "how long a catalog pod may sit on a NotReady or unreachable node before it is force-deleted")
+	fs.IntVar(&o.DeletionsPerMinute, "catalog-pod-deletions-per-minute", o.DeletionsPerMinute, "maximum catalog pod force-deletions per minute")
+}
+
+// Validate reports the first invalid option.
+func (o Options) Validate() error {
+	if o.Grace < time.Second {
+		return fmt.Errorf("--catalog-pod-grace %s must be at least %s", o.Grace, time.Second)
 	}
+	if o.DeletionsPerMinute < 1 {
+		return fmt.Errorf("--catalog-pod-deletions-per-minute %d must be at least 1", o.DeletionsPerMinute)
+	}
+	return nil
+}
+
+// Cache is how the reconciler's objects are cached: only pods labelled olm.catalogSource, and
+// nodes without their images and volumes, which the reconciler never reads.
+func Cache() map[client.Object]cache.ByObject {
+	catalogPods, _ := labels.NewRequirement(olm.CatalogSourceLabel, selection.Exists, nil)
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}:  {Label: labels.NewSelector().Add(*catalogPods)},
+		&corev1.Node{}: {Transform: trimNode},
+	}
+}
+
+// Add builds the reconciler with o and registers it with mgr.
+func Add(mgr manager.Manager, o Options) error {
+	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.Grace,
+		Limiter: rate.NewLimiter(rate.Limit(float64(o.DeletionsPerMinute)/60), o.DeletionsPerMinute), Now: time.Now}
+	return r.SetupWithManager(mgr)
 }
 
 // trimNode keeps what the reconciler reads of a Node: name, labels, creation time, conditions.
@@ -133,6 +160,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	return r.reconcileNormal(ctx, pod)
+}
+
+// reconcileNormal deletes the pod when pkg/catalog says its node is lost. A pod already being
+// deleted is handled the same way: its kubelet may never confirm the deletion.
+func (r *Reconciler) reconcileNormal(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(pod)
 	now := r.Now()
 	var node *corev1.Node
 	var goneSince time.Time
@@ -143,15 +177,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 				return reconcile.Result{}, err
 			}
 			node = nil
-			v, _ := r.gone.LoadOrStore(req.NamespacedName, goneEntry{uid: pod.UID, since: now})
+			v, _ := r.gone.LoadOrStore(key, goneEntry{uid: pod.UID, since: now})
 			e := v.(goneEntry)
 			if e.uid != pod.UID { // a new pod of the same name starts its own clock
 				e = goneEntry{uid: pod.UID, since: now}
-				r.gone.Store(req.NamespacedName, e)
+				r.gone.Store(key, e)
 			}
 			goneSince = e.since
 		} else {
-			r.gone.Delete(req.NamespacedName)
+			r.gone.Delete(key)
 		}
 	}
 	nodes := &corev1.NodeList{}
@@ -180,9 +214,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil // gone already, or replaced by a pod of the same name
 	}
 	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("deleting catalog pod %s: %w", req, err)
+		return reconcile.Result{}, fmt.Errorf("deleting catalog pod %s: %w", key, err)
 	}
-	r.gone.Delete(req.NamespacedName)
+	r.gone.Delete(key)
 	metrics.CatalogPodRecoveries.WithLabelValues(string(d.Reason)).Inc()
 	log.Info("deleted catalog pod stranded on a lost node so OLM recreates it (OLM issue #3208)")
 	if cs := catalogSourceOf(pod); cs != nil {

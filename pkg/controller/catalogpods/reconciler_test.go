@@ -20,6 +20,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/catalog"
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -34,9 +35,9 @@ func TestMain(m *testing.M) {
 	logf.SetLogger(logr.New(heldSink{log: held}))
 	testenv.Main(m, func(e *testenv.Env) (func() error, error) {
 		env = e
-		o := testenv.ManagerOptions()
-		o.CatalogPodGrace = 2 * time.Second
-		return testenv.RunManager(e.Config, o, catalogpods.Setup())
+		o := catalogpods.DefaultOptions()
+		o.Grace = 2 * time.Second
+		return testenv.RunManager(e.Config, testenv.ManagerOptions(), setup.CatalogPods(o))
 	})
 }
 

@@ -7,6 +7,7 @@ package csvcleanup
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"time"
 
@@ -28,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/pkg/cleanup"
-	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
@@ -62,18 +62,49 @@ type Reconciler struct {
 	Now            func() time.Time
 }
 
-// Setup registers the reconciler. CSVs are cached without their install strategy: olmguard reads
-// names, labels, phases and owned CRDs, never the deployments (a CSV can be megabytes).
-func Setup() controller.Setup {
-	return controller.Setup{
-		Name:  Name,
-		Cache: map[client.Object]cache.ByObject{&v1alpha1.ClusterServiceVersion{}: {Transform: trimCSV}},
-		Add: func(mgr manager.Manager, o controller.Options) error {
-			r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name),
-				OperandCleanup: cleanup.OperandCleanup(o.OperandCleanup), Timeout: o.CleanupTimeout, Now: time.Now}
-			return ctrl.NewControllerManagedBy(mgr).Named(Name).For(&v1alpha1.ClusterServiceVersion{}).Complete(r)
-		},
+// Options are the reconciler's settings.
+type Options struct {
+	// Timeout bounds an uninstall cleanup; then the finalizer is released with a Warning.
+	Timeout time.Duration
+	// OperandCleanup chooses when operands are deleted on uninstall.
+	OperandCleanup cleanup.OperandCleanup
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{Timeout: 10 * time.Minute, OperandCleanup: cleanup.OperandCleanupOptIn}
+}
+
+// BindFlags registers the options' flags on fs, with the current values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.Timeout, "cleanup-timeout", o.Timeout, "how long an uninstall cleanup may take before its finalizer is released with a Warning event")
+	fs.Var(&o.OperandCleanup, "operand-cleanup", "when to delete an uninstalled operator's custom resources: opt-in (CSVs with spec.cleanup.enabled: true), always, never")
+}
+
+// Validate reports the first invalid option.
+func (o Options) Validate() error {
+	if o.Timeout < time.Second {
+		return fmt.Errorf("--cleanup-timeout %s must be at least %s", o.Timeout, time.Second)
 	}
+	var m cleanup.OperandCleanup
+	if err := m.Set(string(o.OperandCleanup)); err != nil {
+		return fmt.Errorf("--operand-cleanup %q: %w", o.OperandCleanup, err)
+	}
+	return nil
+}
+
+// Cache is how the reconciler's objects are cached. CSVs are cached without their install
+// strategy: olmguard reads names, labels, phases and owned CRDs, never the deployments (a CSV can
+// be megabytes).
+func Cache() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{&v1alpha1.ClusterServiceVersion{}: {Transform: trimCSV}}
+}
+
+// Add builds the reconciler with o and registers it with mgr.
+func Add(mgr manager.Manager, o Options) error {
+	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name),
+		OperandCleanup: o.OperandCleanup, Timeout: o.Timeout, Now: time.Now}
+	return ctrl.NewControllerManagedBy(mgr).Named(Name).For(&v1alpha1.ClusterServiceVersion{}).Complete(r)
 }
 
 func trimCSV(obj any) (any, error) {
@@ -90,15 +121,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, csv); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	view := cleanup.CSVView{Namespace: csv.Namespace, Labels: csv.Labels, Annotations: csv.Annotations,
-		Finalizers: csv.Finalizers, Deleting: csv.DeletionTimestamp != nil, Reason: string(csv.Status.Reason)}
-	if csv.DeletionTimestamp == nil {
-		if !cleanup.WantsCleanupFinalizer(view) {
-			return reconcile.Result{}, nil
-		}
-		// Backfill a CSV written while the webhook was away.
-		return reconcile.Result{}, r.patch(ctx, csv, cleanup.AddFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer))
+	if csv.DeletionTimestamp != nil {
+		return r.reconcileDelete(ctx, csv)
 	}
+	return reconcile.Result{}, r.reconcileNormal(ctx, csv)
+}
+
+// reconcileNormal backfills the finalizer on a CSV written while the webhook was away.
+func (r *Reconciler) reconcileNormal(ctx context.Context, csv *v1alpha1.ClusterServiceVersion) error {
+	view := cleanup.CSVView{Namespace: csv.Namespace, Labels: csv.Labels, Annotations: csv.Annotations,
+		Finalizers: csv.Finalizers, Reason: string(csv.Status.Reason)}
+	if !cleanup.WantsCleanupFinalizer(view) {
+		return nil
+	}
+	return r.patch(ctx, csv, cleanup.AddFinalizerPatch(csv.Finalizers, olmguard.CleanupFinalizer))
+}
+
+// reconcileDelete removes what OLM leaves behind of a deleted CSV, then releases the finalizer.
+func (r *Reconciler) reconcileDelete(ctx context.Context, csv *v1alpha1.ClusterServiceVersion) (reconcile.Result, error) {
 	if !cleanup.HasFinalizer(csv.Finalizers) {
 		return reconcile.Result{}, nil
 	}

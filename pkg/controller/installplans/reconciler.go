@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/owners"
 )
@@ -28,12 +27,10 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 }
 
-// Setup registers the reconciler with the controller manager.
-func Setup() controller.Setup {
-	return controller.Setup{Name: Name, Add: func(mgr manager.Manager, _ controller.Options) error {
-		r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)}
-		return r.SetupWithManager(mgr)
-	}}
+// Add builds the reconciler and registers it with mgr. It has no settings.
+func Add(mgr manager.Manager) error {
+	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)}
+	return r.SetupWithManager(mgr)
 }
 
 // SetupWithManager watches InstallPlans, and Subscriptions mapped to the plan they reference.
@@ -59,6 +56,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, ip); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if ip.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil // the garbage collector's; nothing to repair
+	}
+	return reconcile.Result{}, r.reconcileNormal(ctx, ip)
+}
+
+// reconcileNormal adds the owners pkg/owners says the plan misses.
+func (r *Reconciler) reconcileNormal(ctx context.Context, ip *v1alpha1.InstallPlan) error {
 	_, err := owners.Repair(ctx, r.Client, r.Recorder, ip)
-	return reconcile.Result{}, err
+	return err
 }

@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/controller/installplans"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/owners"
+	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -25,7 +25,7 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(e *testenv.Env) (func() error, error) {
 		env = e
-		return testenv.RunManager(e.Config, testenv.ManagerOptions(), installplans.Setup())
+		return testenv.RunManager(e.Config, testenv.ManagerOptions(), setup.InstallPlanOwners())
 	})
 }
 

@@ -6,6 +6,7 @@ package subscriptiondrift
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"sync"
 	"time"
@@ -20,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -48,12 +48,33 @@ type Reconciler struct {
 	episodes map[types.NamespacedName]Episode
 }
 
-// Setup registers the reconciler with the controller manager.
-func Setup() controller.Setup {
-	return controller.Setup{Name: Name, Add: func(mgr manager.Manager, o controller.Options) error {
-		r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Window: o.DriftWindow, Now: time.Now}
-		return r.SetupWithManager(mgr)
-	}}
+// Options are the reconciler's settings.
+type Options struct {
+	// Window is how long a Subscription may disagree with its InstallPlan before it is reported
+	// and nudged.
+	Window time.Duration
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options { return Options{Window: 30 * time.Second} }
+
+// BindFlags registers the options' flags on fs, with the current values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.Window, "drift-window", o.Window, "how long a Subscription may disagree with its InstallPlan before the drift is reported")
+}
+
+// Validate reports the first invalid option.
+func (o Options) Validate() error {
+	if o.Window < time.Second {
+		return fmt.Errorf("--drift-window %s must be at least %s", o.Window, time.Second)
+	}
+	return nil
+}
+
+// Add builds the reconciler with o and registers it with mgr.
+func Add(mgr manager.Manager, o Options) error {
+	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Window: o.Window, Now: time.Now}
+	return r.SetupWithManager(mgr)
 }
 
 // SetupWithManager watches Subscriptions, and InstallPlans mapped to the Subscriptions whose
@@ -86,16 +107,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.forget(req.NamespacedName)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if sub.DeletionTimestamp != nil {
+		r.reconcileDelete(sub)
+		return reconcile.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, sub)
+}
+
+// reconcileDelete forgets a Subscription being deleted, closing its drift if one was reported.
+func (r *Reconciler) reconcileDelete(sub *v1alpha1.Subscription) {
+	r.resolve(sub)
+}
+
+// resolve forgets the Subscription's drift and says so if it had been reported.
+func (r *Reconciler) resolve(sub *v1alpha1.Subscription) {
+	if prev := r.forget(client.ObjectKeyFromObject(sub)); prev.Reported {
+		r.Recorder.Eventf(sub, nil, corev1.EventTypeNormal, ReasonDriftResolved, "Resolve",
+			"Subscription conditions agree with the InstallPlan again")
+	}
+}
+
+// reconcileNormal compares the Subscription with its plan and reports and nudges a drift that
+// outlives the window.
+func (r *Reconciler) reconcileNormal(ctx context.Context, sub *v1alpha1.Subscription) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(sub)
 	plan, err := drift.ReferencedPlan(ctx, r.Client, sub)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	diffs := drift.Compare(sub, plan)
-	if sub.DeletionTimestamp != nil || len(diffs) == 0 {
-		if prev := r.forget(req.NamespacedName); prev.Reported {
-			r.Recorder.Eventf(sub, nil, corev1.EventTypeNormal, ReasonDriftResolved, "Resolve",
-				"Subscription conditions agree with the InstallPlan again")
-		}
+	if len(diffs) == 0 {
+		r.resolve(sub)
 		return reconcile.Result{}, nil
 	}
 
@@ -104,8 +146,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if r.episodes == nil {
 		r.episodes = map[types.NamespacedName]Episode{}
 	}
-	episode, action, after := Next(r.episodes[req.NamespacedName], drift.Summary(diffs), now, r.Window)
-	r.episodes[req.NamespacedName] = episode
+	episode, action, after := Next(r.episodes[key], drift.Summary(diffs), now, r.Window)
+	r.episodes[key] = episode
 	r.updateGauge()
 	r.mu.Unlock()
 

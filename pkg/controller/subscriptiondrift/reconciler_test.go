@@ -12,6 +12,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -25,9 +26,7 @@ const window = 2 * time.Second
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(e *testenv.Env) (func() error, error) {
 		env = e
-		o := testenv.ManagerOptions()
-		o.DriftWindow = window
-		return testenv.RunManager(e.Config, o, subscriptiondrift.Setup())
+		return testenv.RunManager(e.Config, testenv.ManagerOptions(), setup.SubscriptionDrift(subscriptiondrift.Options{Window: window}))
 	})
 }
 

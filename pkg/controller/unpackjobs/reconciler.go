@@ -6,6 +6,7 @@ package unpackjobs
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"time"
 
@@ -22,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -43,20 +43,39 @@ type Reconciler struct {
 	Now      func() time.Time
 }
 
-// Setup registers the reconciler. Jobs are watched metadata-only: most of a cluster's Jobs are not
-// OLM's, and decoding every one in full would cost memory in proportion to them
-// (docs/performance.md). The few owned by a ConfigMap are read live when reconciled.
-func Setup() controller.Setup {
-	return controller.Setup{
-		Name: Name,
-		Add: func(mgr manager.Manager, o controller.Options) error {
-			r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), TTL: o.UnpackJobTTL, Now: time.Now}
-			return ctrl.NewControllerManagedBy(mgr).Named(Name).
-				For(&batchv1.Job{}, builder.OnlyMetadata,
-					builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return unpack.ConfigMapOwner(o) != "" }))).
-				Complete(r)
-		},
+// Options are the reconciler's settings.
+type Options struct {
+	// TTL is how long a finished unpack Job left without a TTL is kept.
+	TTL time.Duration
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options { return Options{TTL: 10 * time.Minute} }
+
+// BindFlags registers the options' flags on fs, with the current values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.TTL, "unpack-job-ttl", o.TTL, "time-to-live of finished bundle unpack Jobs")
+}
+
+// Validate reports the first invalid option. OLM must read a finished unpack Job's outcome before
+// the Job is deleted.
+func (o Options) Validate() error {
+	if o.TTL < time.Minute {
+		return fmt.Errorf("--unpack-job-ttl %s must be at least %s", o.TTL, time.Minute)
 	}
+	return nil
+}
+
+// Add builds the reconciler with o and registers it with mgr. Jobs are watched metadata-only:
+// most of a cluster's Jobs are not OLM's, and decoding every one in full would cost memory in
+// proportion to them (docs/performance.md). The few owned by a ConfigMap are read live when
+// reconciled.
+func Add(mgr manager.Manager, o Options) error {
+	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), TTL: o.TTL, Now: time.Now}
+	return ctrl.NewControllerManagedBy(mgr).Named(Name).
+		For(&batchv1.Job{}, builder.OnlyMetadata,
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return unpack.ConfigMapOwner(o) != "" }))).
+		Complete(r)
 }
 
 // catalogSourceExists reports whether the owner is a live CatalogSource in the namespace (same
@@ -75,9 +94,17 @@ func (r *Reconciler) catalogSourceExists(ctx context.Context, namespace string, 
 // Reconcile handles one Job owned by a ConfigMap.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	job := &batchv1.Job{}
-	if err := r.Reader.Get(ctx, req.NamespacedName, job); err != nil || job.DeletionTimestamp != nil {
+	if err := r.Reader.Get(ctx, req.NamespacedName, job); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if job.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil // going already
+	}
+	return r.reconcileNormal(ctx, job)
+}
+
+// reconcileNormal labels or deletes an unpack Job of a live CatalogSource as pkg/unpack decides.
+func (r *Reconciler) reconcileNormal(ctx context.Context, job *batchv1.Job) (reconcile.Result, error) {
 	cmName := unpack.ConfigMapOwner(job)
 	cm := &corev1.ConfigMap{}
 	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: cmName}, cm); err != nil {
@@ -117,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, nil
 		}
 		if err != nil {
-			return reconcile.Result{}, fmt.Errorf("deleting unpack Job %s: %w", req, err)
+			return reconcile.Result{}, fmt.Errorf("deleting unpack Job %s/%s: %w", job.Namespace, job.Name, err)
 		}
 	}
 	metrics.UnpackJobRepairs.WithLabelValues(string(d.Action), d.Reason).Inc()
