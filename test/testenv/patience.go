@@ -1,6 +1,12 @@
 package testenv
 
-import "time"
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
 
 // Patience is how long a test waits for a state or an event before it calls it a hang and fails:
 // a Job completing, a reconciler's repair, a server becoming ready, a process exiting. It is no
@@ -8,3 +14,14 @@ import "time"
 // check how olmguard works (an ordering, a state, a count), not how fast; timings are logged, and
 // measured by the benchmarks.
 const Patience = 2 * time.Minute
+
+// Eventually polls cond every 100 ms until it holds, and fails the test with what if it does not
+// within Patience or returns an error.
+func Eventually(tb testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Patience)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond); err != nil {
+		tb.Fatalf("%s: not within %s: %v", what, Patience, err)
+	}
+}
