@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -37,6 +40,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/metricsauth"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
@@ -156,6 +160,9 @@ func (s *Server) Start(ctx context.Context) error {
 	l := log(ctx)
 	var caBundle []byte
 	if s.rotator != nil {
+		if err := s.ensureNamespace(ctx); err != nil {
+			return err
+		}
 		b, err := s.rotator.Sync(ctx)
 		if err != nil {
 			return fmt.Errorf("provisioning the self-signed certificate: %w", err)
@@ -192,6 +199,26 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	return s.mgr.Start(ctx)
+}
+
+// ensureNamespace creates olmguard's namespace when it is missing, as the manifests would: with
+// --self-signed the server keeps its certificate in a Secret there, and a new user starting the
+// binary out of cluster has no namespace yet. A caller that may not read namespaces (in cluster,
+// where the manifests made it) goes on.
+func (s *Server) ensureNamespace(ctx context.Context) error {
+	ns := &corev1.Namespace{}
+	err := s.direct.Get(ctx, client.ObjectKey{Name: s.opts.Namespace}, ns)
+	if !apierrors.IsNotFound(err) {
+		return nil
+	}
+	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Namespace, Labels: map[string]string{
+		olmguard.NameLabel: olmguard.Name, "pod-security.kubernetes.io/enforce": "restricted"}}}
+	if err := s.direct.Create(ctx, ns, client.FieldOwner(olmguard.FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s does not exist and could not be created (%w): create it with `kubectl create namespace %s`, or pass --namespace",
+			s.opts.Namespace, err, s.opts.Namespace)
+	}
+	log(ctx).Info("created olmguard's namespace, which did not exist", "namespace", s.opts.Namespace)
+	return nil
 }
 
 // caPollInterval is how often ca.crt is re-read in --cert-dir mode with --register-url, as often

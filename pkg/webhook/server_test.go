@@ -23,6 +23,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -491,4 +492,36 @@ func mustLeaf(t *testing.T, b *certs.Bundle) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return leaf
+}
+
+// With --self-signed the server keeps its certificate in a Secret of its namespace; a new user
+// starting it out of cluster has no such namespace yet, so the server creates it, labelled as the
+// manifests label it, instead of exiting.
+func TestSelfSignedCreatesItsNamespace(t *testing.T) {
+	env := sharedEnv(t)
+	c := env.Client
+	const ns = "olmguard-fresh"
+	if err := c.Get(context.Background(), client.ObjectKey{Name: ns}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("namespace %s exists before the test: %v", ns, err)
+	}
+	healthPort := freePort(t)
+	o := webhook.DefaultOptions()
+	o.SelfSigned, o.Namespace, o.Port = true, ns, freePort(t)
+	o.HealthProbeBindAddress, o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", healthPort), "0"
+	o.Endpoints = (&recorder{}).endpoints()
+	s, err := webhook.New(env.Config, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, s, healthPort)
+	got := &corev1.Namespace{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: ns}, got); err != nil {
+		t.Fatalf("the server is ready but its namespace is missing: %v", err)
+	}
+	if got.Labels[olmguard.NameLabel] != olmguard.Name || got.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("namespace labels = %v, want the manifests' labels", got.Labels)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: olmguard.WebhookTLSSecretName}, &corev1.Secret{}); err != nil {
+		t.Errorf("the certificate Secret is missing: %v", err)
+	}
 }
