@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/pkg/catalog"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -68,16 +69,19 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options { return Options{Grace: 30 * time.Second, DeletionsPerMinute: 10} }
 
+var graceFlag = flags.Duration{Name: "catalog-pod-grace", Least: time.Second,
+	Usage: "how long a catalog pod may sit on a NotReady or unreachable node before it is force-deleted"}
+
 // BindFlags registers the options' flags on fs, with the current values as defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&o.Grace, "catalog-pod-grace", o.Grace, "how long a catalog pod may sit on a NotReady or unreachable node before it is force-deleted")
+	graceFlag.Bind(fs, &o.Grace)
 	fs.IntVar(&o.DeletionsPerMinute, "catalog-pod-deletions-per-minute", o.DeletionsPerMinute, "maximum catalog pod force-deletions per minute")
 }
 
 // Validate reports the first invalid option.
 func (o Options) Validate() error {
-	if o.Grace < time.Second {
-		return fmt.Errorf("--catalog-pod-grace %s must be at least %s", o.Grace, time.Second)
+	if err := graceFlag.Check(o.Grace); err != nil {
+		return err
 	}
 	if o.DeletionsPerMinute < 1 {
 		return fmt.Errorf("--catalog-pod-deletions-per-minute %d must be at least 1", o.DeletionsPerMinute)

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -75,16 +76,19 @@ func DefaultOptions() Options {
 	return Options{Timeout: 10 * time.Minute, OperandCleanup: cleanup.OperandCleanupOptIn}
 }
 
+var timeoutFlag = flags.Duration{Name: "cleanup-timeout", Least: time.Second,
+	Usage: "how long an uninstall cleanup may take before its finalizer is released with a Warning event"}
+
 // BindFlags registers the options' flags on fs, with the current values as defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&o.Timeout, "cleanup-timeout", o.Timeout, "how long an uninstall cleanup may take before its finalizer is released with a Warning event")
+	timeoutFlag.Bind(fs, &o.Timeout)
 	fs.Var(&o.OperandCleanup, "operand-cleanup", "when to delete an uninstalled operator's custom resources: opt-in (CSVs with spec.cleanup.enabled: true), always, never")
 }
 
 // Validate reports the first invalid option.
 func (o Options) Validate() error {
-	if o.Timeout < time.Second {
-		return fmt.Errorf("--cleanup-timeout %s must be at least %s", o.Timeout, time.Second)
+	if err := timeoutFlag.Check(o.Timeout); err != nil {
+		return err
 	}
 	var m cleanup.OperandCleanup
 	if err := m.Set(string(o.OperandCleanup)); err != nil {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -58,18 +59,14 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options { return Options{Window: 30 * time.Second} }
 
+var windowFlag = flags.Duration{Name: "drift-window", Least: time.Second,
+	Usage: "how long a Subscription may disagree with its InstallPlan before the drift is reported"}
+
 // BindFlags registers the options' flags on fs, with the current values as defaults.
-func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&o.Window, "drift-window", o.Window, "how long a Subscription may disagree with its InstallPlan before the drift is reported")
-}
+func (o *Options) BindFlags(fs *flag.FlagSet) { windowFlag.Bind(fs, &o.Window) }
 
 // Validate reports the first invalid option.
-func (o Options) Validate() error {
-	if o.Window < time.Second {
-		return fmt.Errorf("--drift-window %s must be at least %s", o.Window, time.Second)
-	}
-	return nil
-}
+func (o Options) Validate() error { return windowFlag.Check(o.Window) }
 
 // Add builds the reconciler with o and registers it with mgr.
 func Add(mgr manager.Manager, o Options) error {

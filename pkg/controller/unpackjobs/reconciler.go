@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -52,19 +53,14 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options { return Options{TTL: 10 * time.Minute} }
 
-// BindFlags registers the options' flags on fs, with the current values as defaults.
-func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&o.TTL, "unpack-job-ttl", o.TTL, "time-to-live of finished bundle unpack Jobs")
-}
+// ttlFlag's bound leaves OLM the time to read a finished unpack Job's outcome.
+var ttlFlag = flags.Duration{Name: "unpack-job-ttl", Least: time.Minute, Usage: "time-to-live of finished bundle unpack Jobs"}
 
-// Validate reports the first invalid option. OLM must read a finished unpack Job's outcome before
-// the Job is deleted.
-func (o Options) Validate() error {
-	if o.TTL < time.Minute {
-		return fmt.Errorf("--unpack-job-ttl %s must be at least %s", o.TTL, time.Minute)
-	}
-	return nil
-}
+// BindFlags registers the options' flags on fs, with the current values as defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) { ttlFlag.Bind(fs, &o.TTL) }
+
+// Validate reports the first invalid option.
+func (o Options) Validate() error { return ttlFlag.Check(o.TTL) }
 
 // Add builds the reconciler with o and registers it with mgr. Jobs are watched metadata-only:
 // most of a cluster's Jobs are not OLM's, and decoding every one in full would cost memory in

@@ -4,15 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// SourceType is how a catalog is served.
-type SourceType string
-
-const (
-	SourceTypeInternal  SourceType = "internal"
-	SourceTypeConfigmap SourceType = "configmap"
-	SourceTypeGrpc      SourceType = "grpc"
-)
-
 // CatalogSource is a repository of operator bundles, served by bare catalog pods.
 //
 // +kubebuilder:object:root=true
@@ -37,6 +28,15 @@ type CatalogSourceSpec struct {
 	DisplayName string     `json:"displayName,omitempty"`
 	Publisher   string     `json:"publisher,omitempty"`
 }
+
+// SourceType is how a catalog is served.
+type SourceType string
+
+const (
+	SourceTypeInternal  SourceType = "internal"
+	SourceTypeConfigmap SourceType = "configmap"
+	SourceTypeGrpc      SourceType = "grpc"
+)
 
 // CatalogSourceStatus is written by the catalog-operator.
 //
