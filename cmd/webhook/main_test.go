@@ -8,6 +8,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
 	"github.com/olmguard/olmguard/test/clitest"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m, main) }
@@ -40,7 +41,7 @@ func TestBadFlagsExitWithOneLine(t *testing.T) {
 func TestSIGTERMStopsCleanly(t *testing.T) {
 	clitest.SIGTERMStopsCleanly(t, func(kubeconfig string, health int) []string {
 		return []string{"--kubeconfig=" + kubeconfig, "--self-signed", "--namespace=olmguard-sigterm",
-			fmt.Sprintf("--port=%d", clitest.FreePort(t)), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+			fmt.Sprintf("--port=%d", testenv.FreePort(t)), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
 			"--metrics-bind-address=0"}
 	})
 }

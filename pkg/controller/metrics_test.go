@@ -28,7 +28,7 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 	env := testenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*testenv.Patience)
 	defer cancel()
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	o := controller.DefaultOptions()
 	o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", port)
 	o.HealthProbeBindAddress = "0"

@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -19,16 +18,6 @@ import (
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestRunWithLeaderElection runs the manager against a real apiserver: reconcilers added through a
 // Setup start once the Lease is won, /readyz answers 200, and cancelling stops it cleanly and
 // releases the Lease.
@@ -38,7 +27,7 @@ func TestRunWithLeaderElection(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "olmguard-le"}}); err != nil {
 		t.Fatal(err)
 	}
-	health := freePort(t)
+	health := testenv.FreePort(t)
 	o := controller.DefaultOptions()
 	o.LeaderElect = true
 	o.LeaderElectionNamespace = "olmguard-le"

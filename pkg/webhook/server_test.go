@@ -5,13 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,8 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/certs"
@@ -38,60 +34,21 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
-	"github.com/olmguard/olmguard/test/testbin"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // The tests of this package share one control plane and run one after another: each registers
 // olmguard's two configurations (there is one of each per cluster) and removes them at the end.
-var shared struct {
-	once sync.Once
-	env  *testenv.Env
-	err  error
-}
-
-func sharedEnv(t *testing.T) *testenv.Env {
-	t.Helper()
-	dir := testbin.Require(t, "kube-apiserver", "etcd")
-	shared.once.Do(func() {
-		if shared.env, shared.err = testenv.StartWith(dir, nil); shared.err != nil {
-			return
-		}
+func TestMain(m *testing.M) {
+	testenv.LogWhenVerbose()
+	testenv.Main(m, func(e *testenv.Env) (func() error, error) {
 		for _, ns := range []string{olmguard.DefaultNamespace, "tenant"} {
-			if err := shared.env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				shared.err = err
+			if err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				return nil, err
 			}
 		}
+		return nil, nil
 	})
-	if shared.err != nil {
-		t.Fatalf("starting envtest: %v", shared.err)
-	}
-	return shared.env
-}
-
-func TestMain(m *testing.M) {
-	// Logs go to stderr with -v only.
-	flag.Parse()
-	w := io.Discard
-	if testing.Verbose() {
-		w = os.Stderr
-	}
-	logf.SetLogger(zap.New(zap.WriteTo(w), zap.UseDevMode(true)))
-	code := m.Run()
-	if shared.env != nil {
-		_ = shared.env.Stop()
-	}
-	os.Exit(code)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // recorder records the admission requests of every path and allows them.
@@ -243,12 +200,12 @@ func scrape(t *testing.T, port int) string {
 }
 
 func TestSelfSignedServerAdmitsThroughAPIServer(t *testing.T) {
-	env := sharedEnv(t)
+	env := testenv.Shared(t)
 	c := env.Client
 	ctx := context.Background()
 	removeConfigurations(t, c)
 
-	port, healthPort, metricsPort := freePort(t), freePort(t), freePort(t)
+	port, healthPort, metricsPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	rec := &recorder{}
 	o := webhook.DefaultOptions()
 	o.SelfSigned = true
@@ -392,7 +349,7 @@ func TestSelfSignedServerAdmitsThroughAPIServer(t *testing.T) {
 }
 
 func TestCertDirHotReload(t *testing.T) {
-	env := sharedEnv(t)
+	env := testenv.Shared(t)
 	c := env.Client
 	ctx := context.Background()
 	removeConfigurations(t, c)
@@ -410,7 +367,7 @@ func TestCertDirHotReload(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	port, healthPort := freePort(t), freePort(t)
+	port, healthPort := testenv.FreePort(t), testenv.FreePort(t)
 	rec := &recorder{}
 	o := webhook.DefaultOptions()
 	o.CertDir = dir
@@ -498,15 +455,15 @@ func mustLeaf(t *testing.T, b *certs.Bundle) *x509.Certificate {
 // starting it out of cluster has no such namespace yet, so the server creates it, labelled as the
 // manifests label it, instead of exiting.
 func TestSelfSignedCreatesItsNamespace(t *testing.T) {
-	env := sharedEnv(t)
+	env := testenv.Shared(t)
 	c := env.Client
 	const ns = "olmguard-fresh"
 	if err := c.Get(context.Background(), client.ObjectKey{Name: ns}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("namespace %s exists before the test: %v", ns, err)
 	}
-	healthPort := freePort(t)
+	healthPort := testenv.FreePort(t)
 	o := webhook.DefaultOptions()
-	o.SelfSigned, o.Namespace, o.Port = true, ns, freePort(t)
+	o.SelfSigned, o.Namespace, o.Port = true, ns, testenv.FreePort(t)
 	o.HealthProbeBindAddress, o.MetricsBindAddress = fmt.Sprintf("127.0.0.1:%d", healthPort), "0"
 	o.Endpoints = (&recorder{}).endpoints()
 	s, err := webhook.New(env.Config, o)

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -101,7 +100,7 @@ func SIGTERMStopsCleanly(t *testing.T, args func(kubeconfig string, health int) 
 	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "olmguard-sigterm"}}); err != nil {
 		t.Fatal(err)
 	}
-	health := FreePort(t)
+	health := testenv.FreePort(t)
 	cmd := exec.Command(os.Args[0], args(writeKubeconfig(t, env.Config), health)...)
 	cmd.Env = append(os.Environ(), envRunMain+"=1")
 	var out bytes.Buffer
@@ -146,17 +145,6 @@ func waitReady(t *testing.T, port int, exited <-chan error, out *bytes.Buffer) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// FreePort returns a free loopback TCP port.
-func FreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func writeKubeconfig(t *testing.T, cfg *rest.Config) string {

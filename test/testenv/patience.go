@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/olmguard/olmguard/test/procs"
 )
 
 // Patience is how long a test waits for a state or an event before it calls it a hang and fails:
@@ -24,4 +26,14 @@ func Eventually(tb testing.TB, what string, cond func(ctx context.Context) (bool
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond); err != nil {
 		tb.Fatalf("%s: not within %s: %v", what, Patience, err)
 	}
+}
+
+// FreePort returns a loopback TCP port free at the time of the call.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	port, err := procs.FreePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return port
 }
