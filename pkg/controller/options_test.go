@@ -1,14 +1,17 @@
-package controller
+package controller_test
 
 import (
 	"flag"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/olmguard/olmguard/pkg/controller"
+	"github.com/olmguard/olmguard/test/clitest"
 )
 
 func TestFlagDefaults(t *testing.T) {
-	o := DefaultOptions()
+	o := controller.DefaultOptions()
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	o.BindFlags(fs)
 	if err := fs.Parse(nil); err != nil {
@@ -39,11 +42,11 @@ func TestFlagParsing(t *testing.T) {
 	for name, tc := range map[string]struct {
 		args    []string
 		wantErr string // substring of the parse or validation error; "" means valid
-		check   func(Options) bool
+		check   func(controller.Options) bool
 	}{
 		"all set": {
 			args: []string{"--leader-elect", "--leader-election-namespace=ops", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9999"},
-			check: func(o Options) bool {
+			check: func(o controller.Options) bool {
 				return o.LeaderElect && o.LeaderElectionNamespace == "ops" && o.MetricsBindAddress == "0" && o.HealthProbeBindAddress == "127.0.0.1:9999"
 			},
 		},
@@ -51,15 +54,17 @@ func TestFlagParsing(t *testing.T) {
 		"empty namespace":          {args: []string{"--leader-election-namespace="}, wantErr: "--leader-election-namespace"},
 		"bad metrics address":      {args: []string{"--metrics-bind-address=8080"}, wantErr: "--metrics-bind-address"},
 		"bad probe address":        {args: []string{"--health-probe-bind-address=:http-alt-nope"}, wantErr: "--health-probe-bind-address"},
-		"leader-elect=false works": {args: []string{"--leader-elect=false"}, check: func(o Options) bool { return !o.LeaderElect }},
+		"leader-elect=false works": {args: []string{"--leader-elect=false"}, check: func(o controller.Options) bool { return !o.LeaderElect }},
 		"controllers listed": {args: []string{"--controllers= subscription-drift,csv-cleanup ,"},
-			check: func(o Options) bool { return strings.Join(o.Controllers, "|") == "subscription-drift|csv-cleanup" }},
+			check: func(o controller.Options) bool {
+				return strings.Join(o.Controllers, "|") == "subscription-drift|csv-cleanup"
+			}},
 		"controllers empty": {args: []string{"--controllers=,"}, wantErr: "lists no reconciler"},
-		"leader election defaults ride out an apiserver restart": {args: nil, check: func(o Options) bool {
+		"leader election defaults ride out an apiserver restart": {args: nil, check: func(o controller.Options) bool {
 			return o.LeaseDuration == time.Minute && o.RenewDeadline == 40*time.Second && o.RetryPeriod == 5*time.Second
 		}},
 		"leader election timings": {args: []string{"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"},
-			check: func(o Options) bool {
+			check: func(o controller.Options) bool {
 				return o.LeaseDuration == 15*time.Second && o.RenewDeadline == 10*time.Second && o.RetryPeriod == 2*time.Second
 			}},
 		"renew deadline not below lease": {args: []string{"--leader-elect-renew-deadline=60s"}, wantErr: "leader election timings"},
@@ -67,20 +72,8 @@ func TestFlagParsing(t *testing.T) {
 		"zero retry period":              {args: []string{"--leader-elect-retry-period=0s"}, wantErr: "leader election timings"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			o := DefaultOptions()
-			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			fs.SetOutput(&strings.Builder{})
-			o.BindFlags(fs)
-			err := fs.Parse(tc.args)
-			if err == nil {
-				err = o.Validate()
-			}
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("unexpected error: %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
-			}
+			o := controller.DefaultOptions()
+			clitest.ParseFlags(t, o.BindFlags, o.Validate, tc.args, tc.wantErr)
 			if tc.check != nil && !tc.check(o) {
 				t.Errorf("options = %+v", o)
 			}
@@ -89,8 +82,8 @@ func TestFlagParsing(t *testing.T) {
 }
 
 func TestSelected(t *testing.T) {
-	all := []Setup{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-	o := DefaultOptions()
+	all := []controller.Setup{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	o := controller.DefaultOptions()
 	if got, err := o.Selected(all); err != nil || len(got) != 3 {
 		t.Fatalf("default: %v, %v; want all three", got, err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
+	"github.com/olmguard/olmguard/test/clitest"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -265,19 +266,7 @@ func TestControllerFlags(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := setup.DefaultController()
-			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			fs.SetOutput(&strings.Builder{})
-			c.BindFlags(fs)
-			err := fs.Parse(tc.args)
-			if err == nil {
-				err = c.Validate()
-			}
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("unexpected error: %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
-			}
+			clitest.ParseFlags(t, c.BindFlags, func() error { return c.Validate() }, tc.args, tc.wantErr)
 			if tc.check != nil && !tc.check(c) {
 				t.Errorf("options = %+v", c)
 			}

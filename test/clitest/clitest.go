@@ -160,3 +160,22 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 	}
 	return path
 }
+
+// ParseFlags binds flags on a fresh flag set, parses args and validates: it fails the test unless
+// the outcome is an error containing wantErr, or, with wantErr empty, no error.
+func ParseFlags(t *testing.T, bind func(*flag.FlagSet), validate func() error, args []string, wantErr string) {
+	t.Helper()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(&strings.Builder{})
+	bind(fs)
+	err := fs.Parse(args)
+	if err == nil {
+		err = validate()
+	}
+	switch {
+	case wantErr == "" && err != nil:
+		t.Fatalf("unexpected error: %v", err)
+	case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+		t.Fatalf("error = %v, want one containing %q", err, wantErr)
+	}
+}
