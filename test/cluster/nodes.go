@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/pkg/catalog"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -129,15 +130,15 @@ func (c *Cluster) annotateNode(ctx context.Context, name string, value *string) 
 	return c.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, patch))
 }
 
-// NodeReady reports whether a node is ready for work: condition Ready=True and no
-// node.kubernetes.io/unreachable or not-ready taint.
+// NodeReady reports whether a node is ready for work: Ready as olmguard judges it
+// (catalog.NodeReady) and no node.kubernetes.io/unreachable or not-ready taint left.
 func NodeReady(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == corev1.TaintNodeUnreachable || t.Key == corev1.TaintNodeNotReady {
 			return false
 		}
 	}
-	return readyCondition(n) == corev1.ConditionTrue
+	return catalog.NodeReady(n)
 }
 
 func readyCondition(n *corev1.Node) corev1.ConditionStatus {
@@ -167,7 +168,7 @@ func (c *Cluster) WaitNodeReady(ctx context.Context, name string, ready bool) er
 		if ready {
 			return NodeReady(node), nil
 		}
-		return readyCondition(node) != corev1.ConditionTrue, nil
+		return !catalog.NodeReady(node), nil
 	})
 	if err != nil {
 		state := fmt.Sprintf("Ready=%q taints=%v", readyCondition(node), node.Spec.Taints)
