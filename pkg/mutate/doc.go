@@ -5,7 +5,7 @@
 // F1's guarantee (docs/f1-guarantee.md): an InstallPlan CREATE the webhook answers with its default
 // read is owned by every Subscription committed before the webhook's Subscription List began and
 // not being deleted, whichever and however many kube-apiservers serve the cluster, because that List
-// is consistent (LiveSubscriptions). When the webhook is away, its lookup fails, or it reads the
+// is consistent (admit.LiveSubscriptions). When the webhook is away, its lookup fails, or it reads the
 // watch cache (--consistent-subscription-reads=false), the controller's installplan-owners
 // reconciler adds what is missing once OLM points the Subscription at the plan.
 package mutate
