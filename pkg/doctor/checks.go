@@ -138,9 +138,12 @@ func phaseName(p v1alpha1.InstallPlanPhase) string {
 type CSV = metav1.PartialObjectMetadata
 
 // CheckCSVs finds CSVs that a deletion would leave leftovers for (no cleanup finalizer), and CSVs
-// stuck terminating for longer than stuckAfter (F3).
+// stuck terminating for longer than stuckAfter (F3). When no CSV carries olmguard's finalizer,
+// olmguard does not run here: that is one finding, not one per CSV, so that a user auditing a
+// cluster before installing olmguard sees the real problems first.
 func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 	var out []Finding
+	guarded, unguarded := false, 0
 	for i := range csvs {
 		c := &csvs[i]
 		f := Finding{Class: F3, Kind: olm.ClusterServiceVersionKind, Namespace: c.Namespace, Name: c.Name}
@@ -157,6 +160,7 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 			}
 			continue
 		}
+		guarded = guarded || cleanup.HasFinalizer(c.Finalizers)
 		view := cleanup.CSVView{Namespace: c.Namespace, Labels: c.Labels, Annotations: c.Annotations, Finalizers: c.Finalizers}
 		if cleanup.WantsCleanupFinalizer(view) && !cleanup.HasFinalizer(c.Finalizers) {
 			f.Check = "CSVWithoutCleanupFinalizer"
@@ -164,9 +168,17 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 			f.Fix = "olmguard's controller adds it (check it runs); to opt this CSV out: kubectl -n " + c.Namespace +
 				" annotate csv " + c.Name + " " + olmguard.CleanupAnnotation + "=" + olmguard.CleanupDisabled
 			out = append(out, f)
+			unguarded++
 		}
 	}
-	return out
+	if guarded || unguarded == 0 {
+		return out
+	}
+	out = slices.DeleteFunc(out, func(f Finding) bool { return f.Check == "CSVWithoutCleanupFinalizer" })
+	return append(out, Finding{Class: F3, Check: "OlmguardNotRunning",
+		Problem: fmt.Sprintf("none of the %d CSVs carries olmguard.io/cleanup: olmguard is not installed or its controller does not run, "+
+			"so deleting a CSV while OLM's olm-operator is down leaves its ClusterRoles, bindings and webhooks behind", unguarded),
+		Fix: "install olmguard (see its README), or check its controller runs: kubectl -n olmguard-system get deploy"})
 }
 
 // CheckUnpackJobs finds bundle unpack Jobs OLM v0.26+ cannot see (F4, OLM issue #3210).

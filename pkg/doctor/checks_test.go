@@ -123,6 +123,16 @@ func TestCheckCSVs(t *testing.T) {
 	if !strings.Contains(got[1].Fix, "kubectl olmguard uninstall") || strings.Contains(got[2].Fix, "olmguard uninstall") {
 		t.Errorf("fixes: %q / %q", got[1].Fix, got[2].Fix)
 	}
+
+	// A cluster without olmguard: one finding for all its CSVs, not one per CSV.
+	var stock []CSV
+	for _, name := range []string{"a", "b", "c"} {
+		stock = append(stock, csv(name, func(c *CSV) { c.Finalizers = []string{"operators.coreos.com/csv-cleanup"} }))
+	}
+	got = CheckCSVs(stock, now, 5*time.Minute)
+	if c := checks(got); c != "F3:OlmguardNotRunning:/" || !strings.Contains(got[0].Problem, "none of the 3 CSVs") {
+		t.Fatalf("stock cluster: findings %s (%+v)", c, got)
+	}
 }
 
 func TestCheckUnpackJobs(t *testing.T) {
