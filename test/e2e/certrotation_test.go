@@ -289,7 +289,7 @@ func waitAPIServerApplied(t *testing.T, ctx context.Context, c *cluster.Cluster)
 			t.Error(err)
 		}
 	}()
-	eventually(ctx, t, "the kube-apiserver calls a webhook registered after the change", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the kube-apiserver calls a webhook registered after the change", func(ctx context.Context) (bool, error) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns}}
 		if err := c.Client.Create(ctx, cm, client.DryRunAll); err != nil {
 			return false, err

@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/test/cluster"
@@ -39,16 +38,6 @@ func clusterTestNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster,
 	return name
 }
 
-// eventually polls cond every 200 ms until it holds, failing the test after testenv.Patience.
-func eventually(ctx context.Context, t *testing.T, what string, cond func(context.Context) (bool, error)) {
-	t.Helper()
-	start := time.Now()
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, cond); err != nil {
-		t.Fatalf("%s: not within %s: %v", what, testenv.Patience, err)
-	}
-	t.Logf("%s after %s", what, time.Since(start).Round(10*time.Millisecond))
-}
-
 func pausePod(namespace, name string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
@@ -67,7 +56,7 @@ func TestClusterPodRunsOnKwokNode(t *testing.T) {
 	if err := c.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "pod scheduled and Running", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "pod scheduled and Running", func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err
 		}
@@ -117,7 +106,7 @@ func TestClusterNodeFailureAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("node NotReady %s after FailNode", time.Since(failed).Round(100*time.Millisecond))
-	eventually(ctx, t, "Ready=Unknown and taint node.kubernetes.io/unreachable", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "Ready=Unknown and taint node.kubernetes.io/unreachable", func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 			return false, err
 		}
@@ -178,7 +167,7 @@ func TestClusterGarbageCollector(t *testing.T) {
 	if err := c.Client.Delete(ctx, doomed, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "dependent of the deleted owner garbage collected", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "dependent of the deleted owner garbage collected", func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKeyFromObject(orphan), &corev1.ConfigMap{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -186,7 +175,7 @@ func TestClusterGarbageCollector(t *testing.T) {
 		return false, err
 	})
 	// The garbage collector keeps a dependent with a live owner and drops the dangling reference.
-	eventually(ctx, t, "dangling owner reference removed from the dependent with a live owner", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "dangling owner reference removed from the dependent with a live owner", func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(kept), kept); err != nil {
 			return false, err // NotFound included: it must survive
 		}
@@ -220,7 +209,7 @@ func TestClusterJobCompletes(t *testing.T) {
 	if err := c.Client.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "Job Complete", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "Job Complete", func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 			return false, err
 		}
@@ -279,7 +268,7 @@ func TestClusterControllerManagerRestart(t *testing.T) {
 	if running, err := c.ComponentRunning(cluster.KubeControllerManager); err != nil || !running {
 		t.Fatalf("kube-controller-manager running=%t after StartComponent (%v)", running, err)
 	}
-	eventually(ctx, t, "dependent collected by the restarted garbage collector", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "dependent collected by the restarted garbage collector", func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKeyFromObject(dependent), &corev1.ConfigMap{})
 		if apierrors.IsNotFound(err) {
 			return true, nil

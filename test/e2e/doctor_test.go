@@ -25,6 +25,7 @@ import (
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // runDoctor runs the kubectl plugin's doctor against the cluster and returns its exit status,
@@ -93,7 +94,7 @@ func TestDoctor(t *testing.T) {
 		if _, err := sim.Install(ctx, ns, true); err != nil {
 			t.Fatal(err)
 		}
-		eventually(ctx, t, "Subscription settled", func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "Subscription settled", func(ctx context.Context) (bool, error) {
 			s := &v1alpha1.Subscription{}
 			err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), s)
 			return s.Status.State == v1alpha1.SubscriptionStateAtLatest && subState(s) == "none", err
@@ -122,7 +123,7 @@ func TestDoctor(t *testing.T) {
 		// CSV is deleted while the controller is down and stays terminating.
 		backfill := startController(t, c, "--controllers="+csvcleanup.Name)
 		csvs := []string{cat.Bundles[0].CSVName, cat.Bundles[1].CSVName}
-		eventually(ctx, t, "CSVs carry the cleanup finalizer", func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "CSVs carry the cleanup finalizer", func(ctx context.Context) (bool, error) {
 			for _, name := range csvs {
 				csv := &v1alpha1.ClusterServiceVersion{}
 				if err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, csv); err != nil || !slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer) {

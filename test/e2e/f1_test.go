@@ -100,7 +100,7 @@ func TestF1InstallPlanOwners(t *testing.T) {
 			}
 		}
 		// The repair is announced on the plan (Events are written asynchronously).
-		eventually(ctx, t, "OwnerReferencesRepaired event on plan "+repaired[0].Plan.Name, func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "OwnerReferencesRepaired event on plan "+repaired[0].Plan.Name, func(ctx context.Context) (bool, error) {
 			events := &corev1.EventList{}
 			if err := c.Client.List(ctx, events, client.InNamespace(repaired[0].Plan.Namespace)); err != nil {
 				return false, err
@@ -125,7 +125,7 @@ func TestF1InstallPlanOwners(t *testing.T) {
 		// The garbage collector acts on the deletion: it removes the reference to the deleted
 		// Subscription and keeps the plan, which another Subscription still owns.
 		ip := &v1alpha1.InstallPlan{}
-		eventually(ctx, t, "the garbage collector dropped the deleted Subscription's reference", func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "the garbage collector dropped the deleted Subscription's reference", func(ctx context.Context) (bool, error) {
 			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), ip); err != nil {
 				return false, fmt.Errorf("plan %s gone after deleting one of its two Subscriptions: %w", r.Plan.Name, err)
 			}

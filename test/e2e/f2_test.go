@@ -267,7 +267,7 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 	obs.waitFor(ctx, t, "subscription/"+r.Manual.Name, "none") // the owner was told
 
 	var reported time.Time
-	eventually(ctx, t, "drift reported", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "drift reported", func(ctx context.Context) (bool, error) {
 		evs := driftEvents(ctx, t, c, ns, r.Auto.Name, subscriptiondrift.ReasonDrift)
 		if len(evs) > 0 {
 			reported = eventTime(evs[0])
@@ -297,7 +297,7 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 	if !scenario.OwnedBy(ip, r.Auto.UID) {
 		t.Errorf("the drift's F1 cause was not repaired: owners %v", ip.OwnerReferences)
 	}
-	eventually(ctx, t, "drift announced resolved", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "drift announced resolved", func(ctx context.Context) (bool, error) {
 		return len(driftEvents(ctx, t, c, ns, r.Auto.Name, subscriptiondrift.ReasonDriftResolved)) > 0, nil
 	})
 	t.Logf("subscription %s states: %v", r.Auto.Name, obs.states(autoKey))
@@ -321,7 +321,7 @@ func driftHandledUpTo(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	if err := c.Client.Status().Update(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "marker drift reported and nudged", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "marker drift reported and nudged", func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), sub)
 		return sub.Annotations[olmguard.ResyncAnnotation] != "", err
 	})

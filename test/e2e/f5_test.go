@@ -94,7 +94,7 @@ func TestF5CatalogPodRecovered(t *testing.T) {
 		t.Errorf("the stranded pod %s is still there (err=%v)", before.Name, err)
 	}
 	// Events are written asynchronously.
-	eventually(ctx, t, "CatalogPodRecovered event on the CatalogSource", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "CatalogPodRecovered event on the CatalogSource", func(ctx context.Context) (bool, error) {
 		events := &corev1.EventList{}
 		if err := c.Client.List(ctx, events, client.InNamespace(cat.Namespace)); err != nil {
 			return false, err

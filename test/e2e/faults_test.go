@@ -173,7 +173,7 @@ func TestWebhookKilledUnderLoad(t *testing.T) {
 
 	started := time.Now()
 	startController(t, c)
-	eventually(ctx, t, "every plan owned by both Subscriptions and every CSV finalized, counted from the controller's start", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "every plan owned by both Subscriptions and every CSV finalized, counted from the controller's start", func(ctx context.Context) (bool, error) {
 		p, s, err := count(ctx)
 		return p == n && s == n, err
 	})
@@ -310,7 +310,7 @@ func TestAPIServerRestart(t *testing.T) {
 	// defaults (40 s) are pinned by TestFlagDefaults in pkg/controller.
 	controller := startController(t, c, "--leader-elect", "--leader-election-namespace="+ns,
 		"--leader-elect-renew-deadline="+(2*testenv.Patience).String(), "--leader-elect-lease-duration="+(3*testenv.Patience).String())
-	eventually(ctx, t, "the controller holds the Lease", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the controller holds the Lease", func(ctx context.Context) (bool, error) {
 		lease := &coordinationv1.Lease{}
 		err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: olmguard.ControllerLeaderElectionID}, lease)
 		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "", client.IgnoreNotFound(err)
@@ -349,7 +349,7 @@ func TestAPIServerRestart(t *testing.T) {
 	if err := pointAt(ctx, c.Client, b, ip); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "plan created after the restart repaired by the controller", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "plan created after the restart repaired by the controller", func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKeyFromObject(ip), ip)
 		return scenario.OwnedBy(ip, b.UID), err
 	})

@@ -47,7 +47,7 @@ func TestHostileObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), grant) })
-	eventually(ctx, t, "widgets aggregated into the controller's ClusterRole", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "widgets aggregated into the controller's ClusterRole", func(ctx context.Context) (bool, error) {
 		cr := &rbacv1.ClusterRole{}
 		err := c.Client.Get(ctx, types.NamespacedName{Name: "olmguard-controller"}, cr)
 		return slices.ContainsFunc(cr.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "widgets") }), err
@@ -153,7 +153,7 @@ func TestHostileObjects(t *testing.T) {
 		// in their namespace) and would repair the plan then.
 		installPlansReconciledUpTo(t, ctx, c, y)
 		for _, s := range []*v1alpha1.Subscription{remote, remoteLocal} {
-			eventually(ctx, t, "drift of "+y+"/"+s.Name+" reported and nudged", func(ctx context.Context) (bool, error) {
+			testenv.Eventually(t, "drift of "+y+"/"+s.Name+" reported and nudged", func(ctx context.Context) (bool, error) {
 				err := c.Client.Get(ctx, client.ObjectKeyFromObject(s), s)
 				return s.Annotations[olmguard.ResyncAnnotation] != "", err
 			})
@@ -204,7 +204,7 @@ func TestHostileObjects(t *testing.T) {
 		// The Jobs finish (kwok completes their pods); the invisible one may go first with its
 		// ghost-owned ConfigMap (the garbage collector).
 		for _, j := range []*batchv1.Job{visible, invisible} {
-			eventually(ctx, t, "Job "+j.Name+" finished", func(ctx context.Context) (bool, error) {
+			testenv.Eventually(t, "Job "+j.Name+" finished", func(ctx context.Context) (bool, error) {
 				got := &batchv1.Job{}
 				err := c.Client.Get(ctx, client.ObjectKeyFromObject(j), got)
 				if apierrors.IsNotFound(err) {
@@ -262,7 +262,7 @@ func installPlansReconciledUpTo(t *testing.T, ctx context.Context, c *cluster.Cl
 	if err := pointAt(ctx, c.Client, sub, ip); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "marker plan "+ns+"/"+ip.Name+" repaired", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "marker plan "+ns+"/"+ip.Name+" repaired", func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKeyFromObject(ip), ip)
 		return scenario.OwnedBy(ip, sub.UID), err
 	})
@@ -297,7 +297,7 @@ func unpackJobsReconciledUpTo(t *testing.T, ctx context.Context, c *cluster.Clus
 	if err := c.Client.Create(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "marker Job "+ns+"/"+j.Name+" repaired", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "marker Job "+ns+"/"+j.Name+" repaired", func(ctx context.Context) (bool, error) {
 		events := &corev1.EventList{}
 		if err := c.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
 			return false, err

@@ -106,7 +106,7 @@ func TestManifests(t *testing.T) {
 			t.Fatalf("applying cert-manager CRD %s: %v", crd.GetName(), err)
 		}
 	}
-	eventually(ctx, t, "cert-manager CRDs established", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "cert-manager CRDs established", func(ctx context.Context) (bool, error) {
 		for _, name := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			if err := c.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
@@ -300,7 +300,7 @@ func checkRBACIsEnough(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 // ServiceAccounts, through impersonation: the manifests' RBAC (applyManifestRBAC) is all they have.
 func startAsServiceAccounts(t *testing.T, ctx context.Context, c *cluster.Cluster, controllerArgs ...string) (webhook, controller *procs.Process) {
 	t.Helper()
-	eventually(ctx, t, "the aggregated controller ClusterRole filled in", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the aggregated controller ClusterRole filled in", func(ctx context.Context) (bool, error) {
 		cr := &rbacv1.ClusterRole{}
 		err := c.Client.Get(ctx, types.NamespacedName{Name: "olmguard-controller"}, cr)
 		return len(cr.Rules) > 0, err
@@ -352,7 +352,7 @@ func replayThroughServiceAccounts(t *testing.T, ctx context.Context, c *cluster.
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(ctx, t, "Subscription in step", func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "Subscription in step", func(ctx context.Context) (bool, error) {
 			return scenario.InStep(ctx, c.Client, r.Auto)
 		})
 	})
@@ -368,7 +368,7 @@ func replayThroughServiceAccounts(t *testing.T, ctx context.Context, c *cluster.
 			t.Fatal(err)
 		}
 		csvName := cat.Bundles[len(cat.Bundles)-1].CSVName
-		eventually(ctx, t, "CSV has the cleanup finalizer", func(ctx context.Context) (bool, error) {
+		testenv.Eventually(t, "CSV has the cleanup finalizer", func(ctx context.Context) (bool, error) {
 			csv := &v1alpha1.ClusterServiceVersion{}
 			err := c.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: csvName}, csv)
 			return slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer), err

@@ -4,62 +4,18 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"sync"
 	"testing"
 
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
-	"github.com/olmguard/olmguard/test/testbin"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// olmguardBinaries builds cmd/webhook and cmd/controller once per test binary.
-func olmguardBinaries(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		root, err := testbin.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		if binDir, buildErr = os.MkdirTemp("", "olmguard-e2e-bin-"); buildErr == nil {
-			buildErr = procs.Build(root, binDir)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
-}
+// olmguardBinaries builds olmguard's binaries once per test binary.
+func olmguardBinaries(t *testing.T) string { return procs.Binaries(t) }
 
 // track stops p at test cleanup and shows its log when the test failed.
-func track(t *testing.T, p *procs.Process, err error) *procs.Process {
-	t.Helper()
-	if p != nil {
-		t.Cleanup(func() {
-			p.Stop()
-			if t.Failed() {
-				out, _ := os.ReadFile(p.Log)
-				if len(out) > 4000 {
-					out = out[len(out)-4000:]
-				}
-				t.Logf("%s log:\n%s", p.Name, out)
-			}
-			os.Remove(p.Log)
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func track(t *testing.T, p *procs.Process, err error) *procs.Process { return procs.Track(t, p, err) }
 
 // startWebhook runs the webhook; at test cleanup it is stopped and its configurations removed.
 func startWebhook(t *testing.T, c *cluster.Cluster, extra ...string) *procs.Process {
@@ -67,9 +23,7 @@ func startWebhook(t *testing.T, c *cluster.Cluster, extra ...string) *procs.Proc
 	if err := c.CreateNamespace(context.Background(), olmguard.DefaultNamespace); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { removeWebhookConfigurations(t, c) })
-	p, err := procs.StartWebhook(olmguardBinaries(t), c.Kubeconfig, extra...)
-	return track(t, p, err)
+	return procs.RunWebhook(t, c.Kubeconfig, c.Client, extra...)
 }
 
 func removeWebhookConfigurations(t *testing.T, c *cluster.Cluster) {
@@ -82,6 +36,5 @@ func removeWebhookConfigurations(t *testing.T, c *cluster.Cluster) {
 // startController runs the controller; it is stopped at test cleanup.
 func startController(t *testing.T, c *cluster.Cluster, extra ...string) *procs.Process {
 	t.Helper()
-	p, err := procs.StartController(olmguardBinaries(t), c.Kubeconfig, extra...)
-	return track(t, p, err)
+	return procs.RunController(t, c.Kubeconfig, extra...)
 }

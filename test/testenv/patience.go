@@ -18,14 +18,16 @@ import (
 const Patience = 2 * time.Minute
 
 // Eventually polls cond every 100 ms until it holds, and fails the test with what if it does not
-// within Patience or returns an error.
+// within Patience or returns an error. It logs how long it waited (reported, never asserted).
 func Eventually(tb testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
 	tb.Helper()
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), Patience)
 	defer cancel()
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond); err != nil {
 		tb.Fatalf("%s: not within %s: %v", what, Patience, err)
 	}
+	tb.Logf("%s after %s", what, time.Since(start).Round(10*time.Millisecond))
 }
 
 // FreePort returns a loopback TCP port free at the time of the call.
