@@ -3,6 +3,8 @@
 # the CI budget (a cold .ci/run under 60 minutes on 2 cores) stays visible. Every tier runs even if
 # an earlier one failed; the exit status is non-zero if any failed.
 #   hack/test.sh            all tiers
+#   OLMGUARD_OLM_VERSION    the OLM release the real-OLM tier runs (default v0.46.0; binaries
+#                           from ../shared/olm or OLMGUARD_OLM_BINARIES)
 #   OLM_CRDS=<dir>          also run REAL_CRD_PKGS (the simulator and the webhook paths) against
 #                           OLM's published CRDs
 set -uo pipefail
@@ -23,12 +25,13 @@ tier() { # name command...
 
 
 # Everything but the two tiers that start control planes of their own shape.
-unit_pkgs=$($GO list ./... | grep -v -e /test/e2e -e /test/ha)
+unit_pkgs=$($GO list ./... | grep -v -e /test/e2e -e /test/ha -e /test/realolm)
 
 tier "lint (gofmt, go vet)" make --no-print-directory lint
 tier "unit + envtest" $GO test -count=1 -timeout 30m $unit_pkgs
 tier "ha: two kube-apiservers, one etcd" $GO test -count=1 -timeout 20m ./test/ha/
 tier "e2e: kwok cluster, olmguard's binaries" $GO test -count=1 -timeout 45m ./test/e2e/
+tier "real OLM (${OLMGUARD_OLM_VERSION:-v0.46.0}): kwok cluster, OLM's own operators" $GO test -count=1 -timeout 20m ./test/realolm/
 if [ -n "${OLM_CRDS:-}" ]; then
   tier "again with OLM's CRDs ($OLM_CRDS)" env OLMGUARD_OLM_CRDS="$OLM_CRDS" $GO test -count=1 -timeout 20m ${REAL_CRD_PKGS:?set by the Makefile}
 fi

@@ -1,0 +1,132 @@
+package realolm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+// f1Namespaces is how many fresh namespaces each F1 round uses. The stock count is reported, not
+// asserted: whether OLM's snapshot misses B is a race (OLM #3199).
+const f1Namespaces = 6
+
+// f1Result is one namespace of an F1 round: Subscription B and the plan it was installed by.
+type f1Result struct {
+	ns   string
+	sub  *v1alpha1.Subscription
+	plan *v1alpha1.InstallPlan
+	err  error
+}
+
+// settledThenSecond installs Beta through Subscription A and, the moment A's CSV succeeds,
+// subscribes B to Alpha, in n fresh namespaces side by side. OLM is then still syncing the
+// namespace for A; it resolves both Subscriptions for B's plan but may write the plan's owners
+// from a list taken before B existed (OLM #3199, olm-facts.md §1.5).
+func settledThenSecond(t *testing.T, c *cluster.Cluster, prefix string, n int) []f1Result {
+	t.Helper()
+	results := make([]f1Result, n)
+	for i := range results {
+		results[i].ns = operatorNamespace(t, c, prefix)
+		subscribe(t, c, results[i].ns, "a", Beta, v1alpha1.ApprovalAutomatic, "")
+	}
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func(r *f1Result) {
+			defer wg.Done()
+			if r.err = csvSucceeded(c, r.ns, Beta.CSVName("1.0.0")); r.err != nil {
+				return
+			}
+			r.sub = newSubscription(r.ns, "b", Alpha, v1alpha1.ApprovalAutomatic, "")
+			if r.err = c.Client.Create(context.Background(), r.sub); r.err != nil {
+				return
+			}
+			r.plan, r.err = planOf(c, r.sub)
+		}(&results[i])
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.err != nil {
+			t.Fatalf("namespace %s: %v", r.ns, r.err)
+		}
+	}
+	return results
+}
+
+// csvSucceeded waits until CSV name in ns reaches phase Succeeded.
+func csvSucceeded(c *cluster.Cluster, ns, name string) error {
+	return poll(func(ctx context.Context) (bool, error) {
+		csv := &v1alpha1.ClusterServiceVersion{}
+		err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, csv)
+		return err == nil && csv.Status.Phase == v1alpha1.CSVPhaseSucceeded, client.IgnoreNotFound(err)
+	})
+}
+
+// planOf waits until OLM points sub at a plan, and returns the plan.
+func planOf(c *cluster.Cluster, sub *v1alpha1.Subscription) (*v1alpha1.InstallPlan, error) {
+	var plan *v1alpha1.InstallPlan
+	err := poll(func(ctx context.Context) (bool, error) {
+		s := &v1alpha1.Subscription{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), s); err != nil {
+			return false, err
+		}
+		if s.Status.InstallPlanRef == nil {
+			return false, nil
+		}
+		p := &v1alpha1.InstallPlan{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.InstallPlanRef.Name}, p); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		plan = p
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("Subscription %s/%s never got an InstallPlan: %w", sub.Namespace, sub.Name, err)
+	}
+	return plan, nil
+}
+
+// TestF1SettledThenSecondSubscription: on stock OLM, B's plan can lack B's ownerReference, and
+// OLM never adds it. With olmguard, the plans stock OLM got wrong are repaired (the controller,
+// as for plans written while the webhook was down), and no new plan lacks it (the webhook).
+func TestF1SettledThenSecondSubscription(t *testing.T) {
+	c, o := realOLM(t)
+	stock := settledThenSecond(t, c, "f1-stock", f1Namespaces)
+	var missed []f1Result
+	for _, r := range stock {
+		if !scenario.OwnedBy(r.plan, r.sub.UID) {
+			missed = append(missed, r)
+		}
+	}
+	t.Logf("stock OLM %s: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missed), len(stock))
+
+	procs.RunWebhook(t, c.Kubeconfig, c.Client)
+	procs.RunController(t, c.Kubeconfig)
+	for _, r := range missed {
+		testenv.Eventually(t, "the controller repairs "+r.ns+"/"+r.plan.Name, func(ctx context.Context) (bool, error) {
+			p := &v1alpha1.InstallPlan{}
+			err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.plan), p)
+			return err == nil && scenario.OwnedBy(p, r.sub.UID), err
+		})
+	}
+
+	guarded := settledThenSecond(t, c, "f1-olmguard", f1Namespaces)
+	bad := 0
+	for _, r := range guarded {
+		if !scenario.OwnedBy(r.plan, r.sub.UID) {
+			bad++
+			t.Errorf("with olmguard, %s/%s lacks Subscription b's ownerReference: %+v", r.ns, r.plan.Name, r.plan.OwnerReferences)
+		}
+	}
+	t.Logf("with olmguard: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", bad, len(guarded))
+	checkLogs(t, o)
+}
