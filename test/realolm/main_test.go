@@ -31,6 +31,10 @@ const Version = "v0.46.0"
 var (
 	Alpha = Package{Name: "alpha", Versions: []string{"1.0.0", "2.0.0", "3.0.0"}}
 	Beta  = Package{Name: "beta", Versions: []string{"1.0.0"}}
+	// Gamma and Delta are each installed once, by the F3 test, so no other CSV shares their
+	// bundled ClusterRole: stock OLM, then olmguard, uninstalls them.
+	Gamma = Package{Name: "gamma", Versions: []string{"1.0.0"}}
+	Delta = Package{Name: "delta", Versions: []string{"1.0.0"}}
 )
 
 // CatalogName is the CatalogSource in OLM's namespace serving Alpha and Beta.
@@ -76,7 +80,7 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 		if shared.olm, shared.err = c.StartOLM(ctx, version()); shared.err != nil {
 			return
 		}
-		dir, images, err := WriteCatalog(t.TempDir(), Alpha, Beta)
+		dir, images, err := WriteCatalog(t.TempDir(), Alpha, Beta, Gamma, Delta)
 		if err != nil {
 			shared.err = err
 			return

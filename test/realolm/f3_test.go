@@ -1,0 +1,75 @@
+package realolm
+
+import (
+	"context"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+// uninstalled installs pkg in a fresh namespace, creates one operand, then uninstalls the
+// operator as a user does (delete the Subscription, then the CSV) and waits until the CSV is gone.
+// It returns the namespace and whether the bundled ClusterRole and the operand are left.
+func uninstalled(t *testing.T, c *cluster.Cluster, pkg Package, prefix string) (ns string, roleLeft, operandLeft bool) {
+	t.Helper()
+	ctx := context.Background()
+	ns = operatorNamespace(t, c, prefix)
+	sub := subscribe(t, c, ns, pkg.Name, pkg, v1alpha1.ApprovalAutomatic, "")
+	csv := waitCSV(t, c, ns, pkg.CSVName(pkg.Versions[0]))
+	operand := &unstructured.Unstructured{}
+	operand.SetGroupVersionKind(schema.GroupVersionKind{Group: pkg.Group(), Version: "v1", Kind: "Widget"})
+	operand.SetNamespace(ns)
+	operand.SetName("data")
+	if err := c.Client.Create(ctx, operand); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: pkg.BundledClusterRole()}, role); err != nil {
+		t.Fatalf("OLM did not create the bundled ClusterRole: %v", err)
+	}
+	if err := c.Client.Delete(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.Delete(ctx, csv); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "CSV "+ns+"/"+csv.Name+" deleted", func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(csv), &v1alpha1.ClusterServiceVersion{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	roleErr := c.Client.Get(ctx, client.ObjectKeyFromObject(role), &rbacv1.ClusterRole{})
+	operandErr := c.Client.Get(ctx, client.ObjectKeyFromObject(operand), operand.DeepCopy())
+	return ns, roleErr == nil, operandErr == nil
+}
+
+// TestF3Uninstall: stock OLM leaves the bundle's ClusterRole behind after an uninstall (OLM
+// #2985); with olmguard it is deleted, and the operator's data stays (operand cleanup is opt-in).
+func TestF3Uninstall(t *testing.T) {
+	c, o := realOLM(t)
+	_, stockRole, stockOperand := uninstalled(t, c, Gamma, "f3-stock")
+	t.Logf("stock OLM %s: bundled ClusterRole left after uninstall: %v; operand left: %v", o.Version, stockRole, stockOperand)
+
+	if err := c.CreateNamespace(context.Background(), olmguard.DefaultNamespace); err != nil {
+		t.Fatal(err)
+	}
+	procs.RunWebhook(t, c.Kubeconfig, c.Client)
+	procs.RunController(t, c.Kubeconfig)
+	ns, role, operand := uninstalled(t, c, Delta, "f3-olmguard")
+	if role {
+		t.Errorf("with olmguard, the bundled ClusterRole %s survived the uninstall from %s", Delta.BundledClusterRole(), ns)
+	}
+	if !operand {
+		t.Errorf("with olmguard and operand cleanup opt-in, the operand in %s was deleted though the CSV did not opt in", ns)
+	}
+	checkLogs(t, o)
+}
