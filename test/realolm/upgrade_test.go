@@ -1,0 +1,108 @@
+package realolm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+// upgradeChain installs Alpha v1 with Manual approval, then approves the upgrades to v2 and v3 one
+// plan at a time, as an administrator does. After each step the new CSV has Succeeded and the one
+// it replaces is gone; an operand created on v1 is there at the end.
+func upgradeChain(t *testing.T, c *cluster.Cluster, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := operatorNamespace(t, c, prefix)
+	sub := subscribe(t, c, ns, "alpha", Alpha, v1alpha1.ApprovalManual, Alpha.CSVName(Alpha.Versions[0]))
+	operand := &unstructured.Unstructured{}
+	operand.SetGroupVersionKind(schema.GroupVersionKind{Group: Alpha.Group(), Version: "v1", Kind: "Widget"})
+	operand.SetNamespace(ns)
+	operand.SetName("data")
+	for i, v := range Alpha.Versions {
+		csv := Alpha.CSVName(v)
+		approvePlanFor(t, c, sub, csv)
+		waitCSV(t, c, ns, csv)
+		if i == 0 {
+			if err := c.Client.Create(ctx, operand); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		prev := client.ObjectKey{Namespace: ns, Name: Alpha.CSVName(Alpha.Versions[i-1])}
+		testenv.Eventually(t, "the replaced CSV "+prev.String()+" is gone", func(ctx context.Context) (bool, error) {
+			err := c.Client.Get(ctx, prev, &v1alpha1.ClusterServiceVersion{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+	}
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(operand), operand.DeepCopy()); err != nil {
+		t.Errorf("the operand created on v1 did not survive the upgrades: %v", err)
+	}
+	csvs := &v1alpha1.ClusterServiceVersionList{}
+	if err := c.Client.List(ctx, csvs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, csv := range csvs.Items {
+		if csv.Name != Alpha.CSVName(Alpha.Versions[len(Alpha.Versions)-1]) || csv.DeletionTimestamp != nil {
+			t.Errorf("after the upgrades %s/%s is left (deleting: %v, finalizers %v)", ns, csv.Name, csv.DeletionTimestamp != nil, csv.Finalizers)
+		}
+	}
+	return ns
+}
+
+// approvePlanFor waits until the Subscription points at a plan that installs csv and approves it.
+func approvePlanFor(t *testing.T, c *cluster.Cluster, sub *v1alpha1.Subscription, csv string) {
+	t.Helper()
+	var plan *v1alpha1.InstallPlan
+	testenv.Eventually(t, "a plan for "+csv+" in "+sub.Namespace, func(ctx context.Context) (bool, error) {
+		s := &v1alpha1.Subscription{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), s); err != nil || s.Status.InstallPlanRef == nil {
+			return false, err
+		}
+		p := &v1alpha1.InstallPlan{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.InstallPlanRef.Name}, p); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		plan = p
+		return slices.Contains(p.Spec.ClusterServiceVersionNames, csv), nil
+	})
+	patch := []byte(`{"spec":{"approved":true}}`)
+	if err := c.Client.Patch(context.Background(), plan, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("approving %s/%s: %v", plan.Namespace, plan.Name, err)
+	}
+}
+
+// TestUpgrades: v1 -> v2 -> v3 approved one plan at a time succeed on stock OLM and with olmguard
+// alike: each CSV Succeeded, the replaced ones gone (olmguard's finalizer released), the operand
+// kept, and OLM logged no request denied by or failed in olmguard's webhooks.
+func TestUpgrades(t *testing.T) {
+	c, o := realOLM(t)
+	upgradeChain(t, c, "upgrade-stock")
+	if err := c.CreateNamespace(context.Background(), olmguard.DefaultNamespace); err != nil {
+		t.Fatal(err)
+	}
+	procs.RunWebhook(t, c.Kubeconfig, c.Client)
+	procs.RunController(t, c.Kubeconfig)
+	ns := upgradeChain(t, c, "upgrade-olmguard")
+	csv := &v1alpha1.ClusterServiceVersion{}
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: Alpha.CSVName("3.0.0")}, csv); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer) {
+		t.Errorf("with olmguard running, %s lacks %s: %v", csv.Name, olmguard.CleanupFinalizer, csv.Finalizers)
+	}
+	checkLogs(t, o)
+	t.Log(fmt.Sprintf("OLM %s: v1 -> v2 -> v3 succeeded on stock and with olmguard", o.Version))
+}
