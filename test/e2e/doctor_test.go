@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +20,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/unpack"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -32,20 +29,7 @@ import (
 // stdout and stderr.
 func runDoctor(t *testing.T, ctx context.Context, c *cluster.Cluster, args ...string) (int, string, string) {
 	t.Helper()
-	bin := filepath.Join(olmguardBinaries(t), "kubectl-olmguard")
-	cmd := exec.CommandContext(ctx, bin, append([]string{"doctor", "--kubeconfig", c.Kubeconfig}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, stdout.String(), stderr.String()
-	case errors.As(err, &exit):
-		return exit.ExitCode(), stdout.String(), stderr.String()
-	}
-	t.Fatalf("running doctor: %v", err)
-	return 0, "", ""
+	return procs.Doctor(t, ctx, c.Kubeconfig, args...)
 }
 
 // olmNamespace starts a simulated OLM whose own namespace, catalog and installs all live in one

@@ -1,8 +1,12 @@
 package procs
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -78,4 +82,24 @@ func RunController(t *testing.T, kubeconfig string, extra ...string) *Process {
 	t.Helper()
 	p, err := StartController(Binaries(t), kubeconfig, extra...)
 	return Track(t, p, err)
+}
+
+// Doctor runs the kubectl plugin's doctor against the cluster of kubeconfig and returns its exit
+// status, stdout and stderr.
+func Doctor(t *testing.T, ctx context.Context, kubeconfig string, args ...string) (int, string, string) {
+	t.Helper()
+	bin := filepath.Join(Binaries(t), "kubectl-olmguard")
+	cmd := exec.CommandContext(ctx, bin, append([]string{"doctor", "--kubeconfig", kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, stdout.String(), stderr.String()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), stdout.String(), stderr.String()
+	}
+	t.Fatalf("running doctor: %v", err)
+	return 0, "", ""
 }
