@@ -18,7 +18,7 @@ import (
 
 // f1Namespaces is how many fresh namespaces each F1 round uses. The stock count is reported, not
 // asserted: whether OLM's snapshot misses B is a race (OLM #3199).
-const f1Namespaces = 6
+const f1Namespaces = 4
 
 // f1Result is one namespace of an F1 round: Subscription B and the plan it was installed by.
 type f1Result struct {
@@ -63,6 +63,57 @@ func settledThenSecond(t *testing.T, c *cluster.Cluster, prefix string, n int) [
 	return results
 }
 
+// manualThenAutomatic is the reproduction of OLM #3199: Subscription A with Manual approval, its
+// plan approved, and at once Subscription B with Automatic approval, in n fresh namespaces side
+// by side. The approval starts a namespace sync; B created between its two Subscription lists is
+// resolved but left out of the owners of the plan that installs it.
+func manualThenAutomatic(t *testing.T, c *cluster.Cluster, prefix string, n int) []f1Result {
+	t.Helper()
+	results := make([]f1Result, n)
+	subs := make([]*v1alpha1.Subscription, n)
+	for i := range results {
+		results[i].ns = operatorNamespace(t, c, prefix)
+		subs[i] = subscribe(t, c, results[i].ns, "a", Beta, v1alpha1.ApprovalManual, "")
+	}
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func(r *f1Result, a *v1alpha1.Subscription) {
+			defer wg.Done()
+			var plan *v1alpha1.InstallPlan
+			if plan, r.err = planOf(c, a); r.err != nil {
+				return
+			}
+			if r.err = c.Client.Patch(context.Background(), plan, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"approved":true}}`))); r.err != nil {
+				return
+			}
+			r.sub = newSubscription(r.ns, "b", Alpha, v1alpha1.ApprovalAutomatic, "")
+			if r.err = c.Client.Create(context.Background(), r.sub); r.err != nil {
+				return
+			}
+			r.plan, r.err = planOf(c, r.sub)
+		}(&results[i], subs[i])
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.err != nil {
+			t.Fatalf("namespace %s: %v", r.ns, r.err)
+		}
+	}
+	return results
+}
+
+// missing returns the results whose plan lacks Subscription B's ownerReference.
+func missing(results []f1Result) []f1Result {
+	var out []f1Result
+	for _, r := range results {
+		if !scenario.OwnedBy(r.plan, r.sub.UID) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // csvSucceeded waits until CSV name in ns reaches phase Succeeded.
 func csvSucceeded(c *cluster.Cluster, ns, name string) error {
 	return poll(func(ctx context.Context) (bool, error) {
@@ -96,19 +147,19 @@ func planOf(c *cluster.Cluster, sub *v1alpha1.Subscription) (*v1alpha1.InstallPl
 	return plan, nil
 }
 
-// TestF1SettledThenSecondSubscription: on stock OLM, B's plan can lack B's ownerReference, and
-// OLM never adds it. With olmguard, the plans stock OLM got wrong are repaired (the controller,
-// as for plans written while the webhook was down), and no new plan lacks it (the webhook).
-func TestF1SettledThenSecondSubscription(t *testing.T) {
+// TestF1: on stock OLM, B's plan can lack B's ownerReference, and OLM never adds it; two
+// interleavings, each in fresh namespaces, the stock counts reported. With olmguard, the plans
+// stock OLM got wrong and one written while the webhook was down are repaired (the controller),
+// and no new plan lacks it in either interleaving (the webhook).
+func TestF1(t *testing.T) {
 	c, o := realOLM(t)
 	stock := settledThenSecond(t, c, "f1-stock", f1Namespaces)
-	var missed []f1Result
-	for _, r := range stock {
-		if !scenario.OwnedBy(r.plan, r.sub.UID) {
-			missed = append(missed, r)
-		}
-	}
-	t.Logf("stock OLM %s: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missed), len(stock))
+	missed := missing(stock)
+	t.Logf("stock OLM %s, A settled then B: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missed), len(stock))
+	stockManual := manualThenAutomatic(t, c, "f1-stock-manual", f1Namespaces)
+	missedManual := missing(stockManual)
+	t.Logf("stock OLM %s, A Manual approved then B Automatic: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missedManual), len(stockManual))
+	missed = append(missed, missedManual...)
 	// A plan OLM wrote while the webhook was down, whatever this run's race did: B's reference
 	// dropped from a stock plan, as #3199 leaves it.
 	legacy := stock[0]
@@ -127,15 +178,17 @@ func TestF1SettledThenSecondSubscription(t *testing.T) {
 		})
 	}
 
-	guarded := settledThenSecond(t, c, "f1-olmguard", f1Namespaces)
-	bad := 0
-	for _, r := range guarded {
-		if !scenario.OwnedBy(r.plan, r.sub.UID) {
-			bad++
-			t.Errorf("with olmguard, %s/%s lacks Subscription b's ownerReference: %+v", r.ns, r.plan.Name, r.plan.OwnerReferences)
+	for _, round := range []struct {
+		name string
+		run  func(*testing.T, *cluster.Cluster, string, int) []f1Result
+	}{{"A settled then B", settledThenSecond}, {"A Manual approved then B Automatic", manualThenAutomatic}} {
+		guarded := round.run(t, c, "f1-olmguard", f1Namespaces)
+		bad := missing(guarded)
+		for _, r := range bad {
+			t.Errorf("with olmguard (%s), %s/%s lacks Subscription b's ownerReference: %+v", round.name, r.ns, r.plan.Name, r.plan.OwnerReferences)
 		}
+		t.Logf("with olmguard, %s: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", round.name, len(bad), len(guarded))
 	}
-	t.Logf("with olmguard: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", bad, len(guarded))
 	checkLogs(t, o)
 }
 
