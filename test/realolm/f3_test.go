@@ -2,8 +2,10 @@ package realolm
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/unpack"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -71,5 +74,35 @@ func TestF3Uninstall(t *testing.T) {
 	if !operand {
 		t.Errorf("with olmguard and operand cleanup opt-in, the operand in %s was deleted though the CSV did not opt in", ns)
 	}
+	checkUnpackJobs(t, c)
 	checkLogs(t, o)
+}
+
+// checkUnpackJobs: the unpack Jobs OLM created while olmguard ran carry olmguard's namespace-scoped
+// names (OLM #3210), and OLM made one Job per unpack ConfigMap: it found the renamed Job and never
+// unpacked a bundle twice.
+func checkUnpackJobs(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	jobs := &batchv1.JobList{}
+	if err := c.Client.List(context.Background(), jobs, client.InNamespace(cluster.OLMNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	perConfigMap := map[string][]string{}
+	renamed := 0
+	for _, j := range jobs.Items {
+		if cm := unpack.ConfigMapOwner(&j); cm != "" {
+			perConfigMap[cm] = append(perConfigMap[cm], j.Name)
+		}
+		if strings.HasPrefix(j.Name, unpack.NamePrefix) {
+			renamed++
+		}
+	}
+	if renamed == 0 {
+		t.Errorf("no unpack Job carries olmguard's name though olmguard ran during an install: %v", perConfigMap)
+	}
+	for cm, names := range perConfigMap {
+		if len(names) > 1 {
+			t.Errorf("unpack ConfigMap %s has %d Jobs %v: OLM unpacked a bundle twice", cm, len(names), names)
+		}
+	}
 }
