@@ -70,6 +70,8 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	nodes []string
+	// onStop runs before the cluster is deleted: the processes started against it (OLM).
+	onStop []func()
 }
 
 // Node labels and annotations.
@@ -223,6 +225,13 @@ func (c *Cluster) IsKwok() bool { return c.managed }
 // Stop deletes the cluster (kwokctl delete cluster) and its files. It does nothing for a cluster
 // Attach connected to.
 func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	stops := c.onStop
+	c.onStop = nil
+	c.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
 	if !c.managed {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -146,6 +147,7 @@ type OLM struct {
 	binDir     string
 	logDir     string
 	stop       context.CancelFunc
+	stopOnce   sync.Once
 	wg         sync.WaitGroup
 
 	mu       sync.Mutex
@@ -173,6 +175,9 @@ func (c *Cluster) StartOLM(ctx context.Context, version string) (*OLM, error) {
 	o.supervise(runCtx, "catalog", env, "--namespace", OLMNamespace, "--kubeconfig", o.Kubeconfig,
 		"--opmImage", "olmguard.test/opm", "--util-image", "olmguard.test/util")
 	o.unpacked = map[string]bool{}
+	c.mu.Lock()
+	c.onStop = append(c.onStop, o.Stop)
+	c.mu.Unlock()
 	o.wg.Add(1)
 	go func() { defer o.wg.Done(); o.unpackJobs(runCtx) }()
 	c.logf("OLM %s running (logs in %s)", version, o.logDir)
@@ -191,6 +196,8 @@ func (o *OLM) supervise(ctx context.Context, name string, env []string, args ...
 			}
 			cmd := exec.CommandContext(ctx, filepath.Join(o.binDir, name), args...)
 			cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
+			cmd.Cancel = func() error { return cmd.Process.Kill() }
+			cmd.SysProcAttr = diesWithParent()
 			cmd.WaitDelay = 10 * time.Second
 			err = cmd.Run()
 			_, _ = fmt.Fprintf(logf, "== %s exited (%v); restart %d\n", name, err, restarts+1)
@@ -203,10 +210,18 @@ func (o *OLM) supervise(ctx context.Context, name string, env []string, args ...
 	}()
 }
 
-// Stop ends both operators.
+// Stop ends both operators and the catalogs it serves. The cluster's Stop calls it too.
 func (o *OLM) Stop() {
-	o.stop()
-	o.wg.Wait()
+	o.stopOnce.Do(func() {
+		o.stop()
+		o.wg.Wait()
+	})
+}
+
+// diesWithParent makes a child process get SIGKILL when the test binary that started it dies,
+// however it dies, so no operator outlives its cluster.
+func diesWithParent() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
 // Logs returns what both operators logged so far.
@@ -279,6 +294,7 @@ func (o *OLM) ServeCatalog(ctx context.Context, name, dir string, bundles map[st
 	}
 	cmd := exec.CommandContext(runCtx, o.Opm(), "serve", dir, "-p", fmt.Sprint(port), "--pprof-addr", "127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr, cmd.WaitDelay = logf, logf, 10*time.Second
+	cmd.SysProcAttr = diesWithParent()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("opm serve: %w", err)
 	}
