@@ -56,17 +56,16 @@ func PlanJSON(t testing.TB, refs []metav1.OwnerReference) []byte {
 // OwnerRefs returns a document's metadata.ownerReferences.
 func OwnerRefs(t testing.TB, doc []byte) []metav1.OwnerReference {
 	t.Helper()
-	var m struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-	}
-	if err := json.Unmarshal(doc, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m.Metadata.OwnerReferences
+	return meta(t, doc).OwnerReferences
 }
 
 // Finalizers returns a document's metadata.finalizers.
 func Finalizers(t testing.TB, doc []byte) []string {
+	t.Helper()
+	return meta(t, doc).Finalizers
+}
+
+func meta(t testing.TB, doc []byte) metav1.ObjectMeta {
 	t.Helper()
 	var m struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`
@@ -74,5 +73,5 @@ func Finalizers(t testing.TB, doc []byte) []string {
 	if err := json.Unmarshal(doc, &m); err != nil {
 		t.Fatal(err)
 	}
-	return m.Metadata.Finalizers
+	return m.Metadata
 }
