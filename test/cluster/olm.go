@@ -237,6 +237,10 @@ func (o *OLM) Logs() (string, error) {
 	return b.String(), nil
 }
 
+// Dir is the directory of OLM's logs, kept after the run for debugging; tests may put what must
+// outlive a single test there (a catalog's bundles).
+func (o *OLM) Dir() string { return o.logDir }
+
 // Opm is the path of the opm binary.
 func (o *OLM) Opm() string { return filepath.Join(o.binDir, "opm") }
 

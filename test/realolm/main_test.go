@@ -80,7 +80,8 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 		if shared.olm, shared.err = c.StartOLM(ctx, version()); shared.err != nil {
 			return
 		}
-		dir, images, err := WriteCatalog(t.TempDir(), Alpha, Beta, Gamma, Delta)
+		// Not the first test's TempDir: every later test unpacks bundles from here.
+		dir, images, err := WriteCatalog(filepath.Join(shared.olm.Dir(), "catalog"), Alpha, Beta, Gamma, Delta)
 		if err != nil {
 			shared.err = err
 			return
