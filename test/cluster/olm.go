@@ -22,6 +22,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -306,7 +307,14 @@ func (o *OLM) ServeCatalog(ctx context.Context, name, dir string, bundles map[st
 	go func() { defer o.wg.Done(); _ = cmd.Wait(); _ = logf.Close() }()
 	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: OLMNamespace, Name: name},
 		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Address: fmt.Sprintf("127.0.0.1:%d", port), DisplayName: name}}
-	if err := o.c.Client.Create(ctx, cs); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := o.c.Client.Create(ctx, cs); apierrors.IsAlreadyExists(err) {
+		// Served before, by an earlier OLM on this cluster (an OLM upgrade): point it at this opm.
+		patch := fmt.Appendf(nil, `{"spec":{"address":%q}}`, cs.Spec.Address)
+		err = o.c.Client.Patch(ctx, cs, client.RawPatch(types.MergePatchType, patch))
+		if err != nil {
+			return fmt.Errorf("pointing CatalogSource %s at opm: %w", name, err)
+		}
+	} else if err != nil {
 		return err
 	}
 	deadline := time.Now().Add(2 * time.Minute)

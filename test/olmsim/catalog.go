@@ -35,15 +35,39 @@ type Bundle struct {
 	OwnedCRDs []v1alpha1.CRDDescription
 	// ClusterPermissions become a ClusterRole and ClusterRoleBinding with OLM's three owner labels.
 	ClusterPermissions []rbacv1.PolicyRule
-	// BundledClusterRole is a ClusterRole shipped as a bundle manifest: OLM labels it only
-	// olm.managed on create (and olm.owner when it already exists), so its own cleanup never
-	// finds it (OLM issue #2985).
+	// BundledClusterRole is a ClusterRole shipped as a bundle manifest: OLM labels it olm.managed
+	// and olm.owner=<csv> but not olm.owner.kind or olm.owner.namespace, so its own cleanup, which
+	// matches all three, never finds it (OLM issue #2985; labels as OLM v0.46.0 writes them,
+	// test/realolm's conformance test).
 	BundledClusterRole string
 	// CleanupEnabled sets the CSV's spec.cleanup.enabled (OLM's own opt-in for operand deletion).
 	CleanupEnabled bool
 	// WebhookDeployment, when set, gives the CSV a validating webhook served by that deployment:
 	// a ValidatingWebhookConfiguration with owner labels and a kube-system auth-reader RoleBinding.
 	WebhookDeployment string
+}
+
+// propertiesAnnotation carries a bundle's properties on the CSV OLM creates from it.
+const propertiesAnnotation = "operatorframework.io/properties"
+
+// properties are the bundle's olm.package and olm.gvk properties, as a catalog serves them.
+func (b *Bundle) properties() []map[string]any {
+	props := []map[string]any{{"type": "olm.package", "value": map[string]string{"packageName": b.Package, "version": b.Version}}}
+	for _, crd := range b.OwnedCRDs {
+		_, group, _ := strings.Cut(crd.Name, ".")
+		props = append(props, map[string]any{"type": "olm.gvk", "value": map[string]string{"group": group, "kind": crd.Kind, "version": crd.Version}})
+	}
+	return props
+}
+
+// metadataAnnotations are the bundle's metadata/annotations.yaml, which opm copies onto the
+// unpack ConfigMap.
+func (b *Bundle) metadataAnnotations() map[string]string {
+	const prefix = "operators.operatorframework.io.bundle."
+	return map[string]string{
+		prefix + "mediatype.v1": "registry+v1", prefix + "manifests.v1": "manifests/", prefix + "metadata.v1": "metadata/",
+		prefix + "package.v1": b.Package, prefix + "channels.v1": b.Channel, prefix + "channel.default.v1": b.Channel,
+	}
 }
 
 // Catalog is a simulated CatalogSource and the bundles it serves.

@@ -137,7 +137,10 @@ func deploymentName(b *Bundle) string {
 // the ClusterRole and ClusterRoleBinding of its clusterPermissions, and bundled ClusterRoles.
 func (s *Sim) installCSV(ctx context.Context, ns string, b *Bundle, replaces string) error {
 	csv := &v1alpha1.ClusterServiceVersion{
-		ObjectMeta: metav1.ObjectMeta{Name: b.CSVName, Namespace: ns},
+		// The catalog-operator writes the bundle's properties on the CSV it creates.
+		ObjectMeta: metav1.ObjectMeta{Name: b.CSVName, Namespace: ns,
+			Labels:      map[string]string{olm.ManagedLabel: olm.ManagedLabelValue},
+			Annotations: map[string]string{propertiesAnnotation: string(mustJSON(map[string]any{"properties": b.properties()}))}},
 		Spec: v1alpha1.ClusterServiceVersionSpec{
 			DisplayName:               b.Package,
 			Version:                   b.Version,
@@ -164,7 +167,7 @@ func (s *Sim) installCSV(ctx context.Context, ns string, b *Bundle, replaces str
 		return err
 	}
 	if len(b.ClusterPermissions) > 0 {
-		name := csv.Name + "-" + hashOf([]any{csv.Name, ns, b.ClusterPermissions})
+		name := permissionsName(b, ns)
 		labels := ownerLabelsWithHash(csv, hashOf(b.ClusterPermissions))
 		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Rules: b.ClusterPermissions}
 		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
@@ -177,9 +180,9 @@ func (s *Sim) installCSV(ctx context.Context, ns string, b *Bundle, replaces str
 		}
 	}
 	if b.BundledClusterRole != "" {
-		// Bundle manifests get only olm.managed on create, and only olm.owner when they exist (#2985).
+		// Bundle manifests get olm.managed and olm.owner, never the owner's kind or namespace (#2985).
 		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: b.BundledClusterRole,
-			Labels: map[string]string{olm.ManagedLabel: olm.ManagedLabelValue}},
+			Labels: map[string]string{olm.ManagedLabel: olm.ManagedLabelValue, olm.OwnerLabel: b.CSVName}},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}
 		err := s.Client.Create(ctx, cr)
 		if apierrors.IsAlreadyExists(err) {
@@ -191,6 +194,12 @@ func (s *Sim) installCSV(ctx context.Context, ns string, b *Bundle, replaces str
 		}
 	}
 	return nil
+}
+
+// permissionsName is the name of the ClusterRole and ClusterRoleBinding of a bundle's
+// clusterPermissions installed in ns: the CSV's name and a hash.
+func permissionsName(b *Bundle, ns string) string {
+	return b.CSVName + "-" + hashOf([]any{b.CSVName, ns, b.ClusterPermissions})
 }
 
 func ownerLabelsWithHash(csv *v1alpha1.ClusterServiceVersion, hash string) map[string]string {

@@ -244,6 +244,10 @@ func (s *Sim) setIPReference(ctx context.Context, r resolution, ip *v1alpha1.Ins
 		st.InstallPlanGeneration = ip.Spec.Generation
 		st.State = v1alpha1.SubscriptionStateUpgradePending
 		st.CurrentCSV = r.bundle.CSVName
+		// Every namespace sync reports the catalogs' health; they served this resolution.
+		now := s.now()
+		st.SetCondition(v1alpha1.SubscriptionCondition{Type: v1alpha1.SubscriptionCatalogSourcesUnhealthy, Status: corev1.ConditionFalse,
+			Reason: "AllCatalogSourcesHealthy", Message: "all available catalogsources are healthy", LastTransitionTime: &now})
 	})
 }
 

@@ -91,7 +91,12 @@ func (s *Sim) UnpackBundle(ctx context.Context, cat *Catalog, b *Bundle, subName
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
 		}
+		// opm writes the image, the encoding of the manifests and the bundle's own annotations.
 		cm.Annotations[olm.SourceImageAnnotation] = b.Image
+		cm.Annotations["olm.contentEncoding"] = "gzip+base64"
+		for k, v := range b.metadataAnnotations() {
+			cm.Annotations[k] = v
+		}
 		if err := s.Client.Update(ctx, cm); err != nil {
 			return res, err
 		}
@@ -307,7 +312,17 @@ func (s *Sim) stepsFor(r resolution, res UnpackResult) []*v1alpha1.Step {
 	for _, crd := range r.bundle.OwnedCRDs {
 		steps = append(steps, step("apiextensions.k8s.io", "v1", "CustomResourceDefinition", crd.Name))
 	}
-	return append(steps, step(olm.Group, "v1alpha1", olm.ClusterServiceVersionKind, r.bundle.CSVName))
+	steps = append(steps, step(olm.Group, "v1alpha1", olm.ClusterServiceVersionKind, r.bundle.CSVName),
+		step("", "v1", "ServiceAccount", deploymentName(r.bundle)))
+	// The RBAC steps name what installCSV creates; they are listed for the plan's readers only.
+	if len(r.bundle.ClusterPermissions) > 0 {
+		name := permissionsName(r.bundle, r.sub.Namespace)
+		steps = append(steps, step(rbacv1.GroupName, "v1", "ClusterRole", name), step(rbacv1.GroupName, "v1", "ClusterRoleBinding", name))
+	}
+	if r.bundle.BundledClusterRole != "" {
+		steps = append(steps, step(rbacv1.GroupName, "v1", "ClusterRole", r.bundle.BundledClusterRole))
+	}
+	return steps
 }
 
 // WaitUnpacked runs the unpacker for a bundle until its Job completes (or fails), as OLM's

@@ -9,6 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/olmsim"
 )
 
 // Package is a test operator: one channel "stable" with the given versions in order, each
@@ -33,6 +38,20 @@ func (p Package) CRDName() string { return "widgets." + p.Group() }
 
 // BundledClusterRole is the name of the ClusterRole the bundle ships as a manifest.
 func (p Package) BundledClusterRole() string { return p.Name + "-bundled-reader" }
+
+// SimBundle is version i of the package as test/olmsim serves it: the same names, image, CRD,
+// clusterPermissions and bundled ClusterRole.
+func (p Package) SimBundle(i int) olmsim.Bundle {
+	v := p.Versions[i]
+	b := olmsim.Bundle{Package: p.Name, Channel: "stable", CSVName: p.CSVName(v), Version: v, Image: p.Image(v),
+		OwnedCRDs:          []v1alpha1.CRDDescription{{Name: p.CRDName(), Version: "v1", Kind: "Widget"}},
+		ClusterPermissions: []rbacv1.PolicyRule{{APIGroups: []string{p.Group()}, Resources: []string{"widgets"}, Verbs: []string{"*"}}},
+		BundledClusterRole: p.BundledClusterRole()}
+	if i > 0 {
+		b.Replaces = p.CSVName(p.Versions[i-1])
+	}
+	return b
+}
 
 // WriteCatalog writes each package's bundles under dir/bundles and a file-based catalog of them
 // under dir/catalog. It returns the catalog directory and the bundle image -> directory map.
@@ -103,7 +122,7 @@ func writeBundle(dir string, p Package, i int) error {
 		spec["replaces"] = p.CSVName(p.Versions[i-1])
 	}
 	csv := map[string]any{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-		"metadata": map[string]any{"name": p.CSVName(v), "annotations": map[string]string{"capabilities": "Basic Install"}}, "spec": spec}
+		"metadata": map[string]any{"name": p.CSVName(v)}, "spec": spec}
 	crd := map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": p.CRDName()},
 		"spec": map[string]any{"group": p.Group(), "scope": "Namespaced",

@@ -81,7 +81,7 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 			return
 		}
 		// Not the first test's TempDir: every later test unpacks bundles from here.
-		dir, images, err := WriteCatalog(filepath.Join(shared.olm.Dir(), "catalog"), Alpha, Beta, Gamma, Delta)
+		dir, images, err := WriteCatalog(filepath.Join(shared.olm.Dir(), "catalog"), Alpha, Beta, Gamma, Delta, Epsilon)
 		if err != nil {
 			shared.err = err
 			return
