@@ -85,6 +85,9 @@ func Audit(ctx context.Context, c client.Client, o Options) (*Report, error) {
 		csvItems = append(csvItems, l.(*metav1.PartialObjectMetadataList).Items...)
 	}) {
 		r.Findings = append(r.Findings, CheckCSVs(csvItems, o.Now(), o.StuckAfter)...)
+		if okSubs {
+			r.Findings = append(r.Findings, CheckOrphanCSVs(csvItems, subs)...)
+		}
 	}
 
 	var jobs []batchv1.Job

@@ -181,6 +181,34 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 		Fix: "install olmguard (see its README), or check its controller runs: kubectl -n olmguard-system get deploy"})
 }
 
+// CheckOrphanCSVs finds operators left installed with no Subscription (F3): CSVs in a namespace
+// where no Subscription is left. OLM never upgrades them, and olmguard cannot tell an uninstall
+// from a forgotten operator. An uninstall during an upgrade leaves one: OLM executes the running
+// upgrade plan again and recreates the deleted CSV (olm-facts.md §3.5). Copies of a CSV and the
+// CSVs OLM installs itself (packageserver, labelled olm.version) have no Subscription by design.
+func CheckOrphanCSVs(csvs []CSV, subs []v1alpha1.Subscription) []Finding {
+	subscribed := map[string]bool{}
+	for _, s := range subs {
+		subscribed[s.Namespace] = true
+	}
+	var out []Finding
+	for i := range csvs {
+		c := &csvs[i]
+		_, olmOwn := c.Labels[olmVersionLabel]
+		if subscribed[c.Namespace] || c.DeletionTimestamp != nil || olmOwn || olm.IsCopiedCSV(c.Namespace, c.Labels, c.Annotations, "") {
+			continue
+		}
+		out = append(out, Finding{Class: F3, Kind: olm.ClusterServiceVersionKind, Namespace: c.Namespace, Name: c.Name, Check: "CSVWithoutSubscription",
+			Problem: "no Subscription in its namespace: OLM will never upgrade it; an uninstall that raced an upgrade leaves one behind",
+			Fix: fmt.Sprintf("if the operator was uninstalled: kubectl -n %s delete csv %s (olmguard removes what OLM created for it); "+
+				"to keep it: create a Subscription to its package in %s", c.Namespace, c.Name, c.Namespace)})
+	}
+	return out
+}
+
+// olmVersionLabel marks the CSVs OLM's own manifests install (packageserver).
+const olmVersionLabel = "olm.version"
+
 // CheckUnpackJobs finds bundle unpack Jobs OLM v0.26+ cannot see (F4, OLM issue #3210).
 // unpackConfigMap reports whether the Job's owning ConfigMap is one of OLM's unpack ConfigMaps.
 func CheckUnpackJobs(jobs []batchv1.Job, unpackConfigMap func(namespace, name string) bool) []Finding {

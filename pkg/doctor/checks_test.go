@@ -213,3 +213,36 @@ func TestSortAndTable(t *testing.T) {
 		t.Errorf("json of a healthy report must hold an empty list: %s", b.String())
 	}
 }
+
+func TestCheckOrphanCSVs(t *testing.T) {
+	csv := func(ns, name string, mod func(*CSV)) CSV {
+		c := CSV{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if mod != nil {
+			mod(&c)
+		}
+		return c
+	}
+	subs := []v1alpha1.Subscription{{ObjectMeta: metav1.ObjectMeta{Namespace: "subscribed", Name: "s"}}}
+	tests := []struct {
+		name string
+		csv  CSV
+		want string
+	}{
+		{"a CSV beside a Subscription", csv("subscribed", "a.v1", nil), ""},
+		{"a CSV in a namespace without Subscriptions", csv("left", "a.v2", nil), "F3:CSVWithoutSubscription:left/a.v2"},
+		{"being deleted", csv("left", "a.v1", func(c *CSV) { c.DeletionTimestamp = ago(time.Second) }), ""},
+		{"a copy in a target namespace", csv("left", "a.v2", func(c *CSV) { c.Labels = map[string]string{olm.CopiedFromLabel: "ops"} }), ""},
+		{"OLM's own packageserver", csv("olm", "packageserver", func(c *CSV) { c.Labels = map[string]string{"olm.version": "v0.46.0"} }), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := CheckOrphanCSVs([]CSV{tt.csv}, subs)
+			if c := checks(got); c != tt.want {
+				t.Fatalf("findings %q, want %q", c, tt.want)
+			}
+			if len(got) == 1 && !strings.Contains(got[0].Fix, "kubectl -n left delete csv a.v2") {
+				t.Errorf("fix %q does not say how to remove it", got[0].Fix)
+			}
+		})
+	}
+}
