@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
 // Action is what to do with an unpack Job.
@@ -100,4 +101,20 @@ func CatalogSourceOwner(cm *corev1.ConfigMap) (metav1.OwnerReference, bool) {
 		}
 	}
 	return metav1.OwnerReference{}, false
+}
+
+// WaitingSubscriptions are the Subscriptions to the CatalogSource catalogNamespace/catalogName that
+// may be waiting on a bundle of it: every one not AtLatestKnown. A resolution that failed on a
+// Job OLM could not see is retried by OLM only after a back-off that grows to minutes (client-go's
+// per-item rate limiter), so once the Job is gone they are nudged (OLM issue #3210).
+func WaitingSubscriptions(subs []v1alpha1.Subscription, catalogNamespace, catalogName string) []*v1alpha1.Subscription {
+	var out []*v1alpha1.Subscription
+	for i := range subs {
+		s := &subs[i]
+		if s.Spec.CatalogSource == catalogName && s.Spec.CatalogSourceNamespace == catalogNamespace &&
+			s.DeletionTimestamp == nil && s.Status.State != v1alpha1.SubscriptionStateAtLatest {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package unpack
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -52,5 +54,32 @@ func TestDecide(t *testing.T) {
 		if got := Decide(tt.job, now, ttl); got != tt.want {
 			t.Errorf("%s: Decide = %+v, want %+v", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestWaitingSubscriptions(t *testing.T) {
+	sub := func(name, catalogNS, catalog string, state v1alpha1.SubscriptionState, deleting bool) v1alpha1.Subscription {
+		s := v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: v1alpha1.SubscriptionSpec{CatalogSource: catalog, CatalogSourceNamespace: catalogNS}}
+		s.Status.State = state
+		if deleting {
+			s.DeletionTimestamp = &metav1.Time{}
+		}
+		return s
+	}
+	subs := []v1alpha1.Subscription{
+		sub("new", "olm", "cat", "", false),
+		sub("upgrading", "olm", "cat", v1alpha1.SubscriptionStateUpgradePending, false),
+		sub("installed", "olm", "cat", v1alpha1.SubscriptionStateAtLatest, false),
+		sub("other-catalog", "olm", "other", "", false),
+		sub("same-name-elsewhere", "tenant", "cat", "", false),
+		sub("going", "olm", "cat", "", true),
+	}
+	var got []string
+	for _, s := range WaitingSubscriptions(subs, "olm", "cat") {
+		got = append(got, s.Name)
+	}
+	if want := []string{"new", "upgrading"}; !slices.Equal(got, want) {
+		t.Errorf("WaitingSubscriptions = %v, want %v", got, want)
 	}
 }

@@ -5,7 +5,6 @@ package subscriptiondrift
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"sync"
@@ -194,12 +193,7 @@ func (r *Reconciler) repairOwner(ctx context.Context, sub *v1alpha1.Subscription
 // nudge bumps the resync annotation with a merge patch on metadata only: an event for OLM's
 // subscription syncer, which recomputes the conditions from the plan.
 func (r *Reconciler) nudge(ctx context.Context, sub *v1alpha1.Subscription, now time.Time) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		olmguard.ResyncAnnotation: now.UTC().Format(time.RFC3339Nano)}}})
-	if err != nil {
-		return err
-	}
-	if err := r.Client.Patch(ctx, sub, client.RawPatch(types.MergePatchType, body)); err != nil {
+	if err := r.Client.Patch(ctx, sub, client.RawPatch(types.MergePatchType, drift.NudgePatch(now))); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	metrics.SubscriptionNudges.Inc()

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/internal/flags"
+	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -142,12 +143,36 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, job *batchv1.Job) (rec
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting unpack Job %s/%s: %w", job.Namespace, job.Name, err)
 		}
+		if !unpack.Visible(job) {
+			// OLM failed to create this Job under its own name; it retries only after a back-off.
+			if err := r.nudgeWaiting(ctx, job.Namespace, owner.Name); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
 	}
 	metrics.UnpackJobRepairs.WithLabelValues(string(d.Action), d.Reason).Inc()
 	ctrl.LoggerFrom(ctx).Info("repaired unpack Job", "action", d.Action, "reason", d.Reason)
 	r.Recorder.Eventf(cm, job, corev1.EventTypeNormal, eventReasons[d.Action], string(d.Action),
 		"%s unpack Job %s: %s (OLM issue #3210)", d.Action, job.Name, d.Reason)
 	return reconcile.Result{}, nil
+}
+
+// nudgeWaiting makes OLM resolve again, at once, every namespace with a Subscription to the
+// catalog that may be waiting on the bundle of a deleted Job.
+func (r *Reconciler) nudgeWaiting(ctx context.Context, catalogNamespace, catalogName string) error {
+	subs := &v1alpha1.SubscriptionList{}
+	if err := r.Reader.List(ctx, subs); err != nil {
+		return fmt.Errorf("listing the Subscriptions to nudge: %w", err)
+	}
+	now := r.Now()
+	for _, s := range unpack.WaitingSubscriptions(subs.Items, catalogNamespace, catalogName) {
+		if err := r.Client.Patch(ctx, s, client.RawPatch(types.MergePatchType, drift.NudgePatch(now))); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("nudging Subscription %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		metrics.SubscriptionNudges.Inc()
+		ctrl.LoggerFrom(ctx).Info("nudged OLM to resolve again", "subscription", client.ObjectKeyFromObject(s))
+	}
+	return nil
 }
 
 var eventReasons = map[unpack.Action]string{unpack.Label: "UnpackJobLabelled", unpack.Delete: "UnpackJobDeleted"}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
 )
 
 // catalog is the CatalogSource olm/cat that configMap(name, true) names as its owner.
@@ -118,5 +119,33 @@ func TestReconcileIgnoresJobsWithoutLiveCatalogSource(t *testing.T) {
 				t.Errorf("finished look-alike Job deleted: %v", err)
 			}
 		})
+	}
+}
+
+// After deleting a Job OLM could not see, the Subscriptions to its catalog that may be waiting on
+// the bundle are nudged, so that OLM resolves their namespaces again without its back-off.
+func TestReconcileNudgesSubscriptionsAfterDeletingInvisibleJob(t *testing.T) {
+	sub := func(ns, catalog string, state v1alpha1.SubscriptionState) *v1alpha1.Subscription {
+		s := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"},
+			Spec: v1alpha1.SubscriptionSpec{CatalogSource: catalog, CatalogSourceNamespace: "olm"}}
+		s.Status.State = state
+		return s
+	}
+	stuck, installed, other := sub("stuck", "cat", ""), sub("installed", "cat", v1alpha1.SubscriptionStateAtLatest), sub("other", "elsewhere", "")
+	r, c := reconciler(t, catalog("c"), configMap("cm", true), ownedJob("cm", nil, true), stuck, installed, other)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "olm", Name: "cm"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		sub    *v1alpha1.Subscription
+		nudged bool
+	}{{stuck, true}, {installed, false}, {other, false}} {
+		got := &v1alpha1.Subscription{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(tt.sub), got); err != nil {
+			t.Fatal(err)
+		}
+		if _, nudged := got.Annotations[olmguard.ResyncAnnotation]; nudged != tt.nudged {
+			t.Errorf("Subscription in %s: nudged = %v, want %v", tt.sub.Namespace, nudged, tt.nudged)
+		}
 	}
 }
