@@ -81,6 +81,42 @@ func TestOwned(t *testing.T) {
 	}
 }
 
+func TestOrphanedRBAC(t *testing.T) {
+	bundled := map[string]string{olm.OwnerLabel: "op.v2", olm.ManagedLabel: "true"}
+	tests := []struct {
+		name string
+		obj  Object
+		csvs []string
+		want bool
+	}{
+		{"bundled role whose operator exists nowhere", Object{Kind: "ClusterRole", Labels: bundled}, []string{"other.v2", "opx.v1"}, true},
+		{"bundled binding whose operator exists nowhere", Object{Kind: "ClusterRoleBinding", Labels: bundled}, nil, true},
+		{"its CSV exists in some namespace", Object{Kind: "ClusterRole", Labels: bundled}, []string{"op.v2"}, false},
+		{"another version runs (an upgrade plan failed after relabelling)", Object{Kind: "ClusterRole", Labels: bundled}, []string{"op.v1"}, false},
+		{"a name without a version: matched whole", Object{Kind: "ClusterRole", Labels: map[string]string{olm.OwnerLabel: "op", olm.ManagedLabel: "true"}}, []string{"op.v1"}, true},
+		{"three owner labels: OLM's own GC removes it", Object{Kind: "ClusterRole", Labels: olm.OwnerLabels("op.v2", "ns")}, nil, false},
+		{"not labelled olm.managed: not OLM's", Object{Kind: "ClusterRole", Labels: map[string]string{olm.OwnerLabel: "op.v2"}}, nil, false},
+		{"a webhook configuration: not ours to judge", Object{Kind: "ValidatingWebhookConfiguration", Labels: bundled}, nil, false},
+	}
+	for _, tt := range tests {
+		names := CSVNames{}
+		for _, n := range tt.csvs {
+			names.Add(n)
+		}
+		if got := OrphanedRBAC(tt.obj, names); got != tt.want {
+			t.Errorf("%s: OrphanedRBAC = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestCSVPackage(t *testing.T) {
+	for name, want := range map[string]string{"etcd.v0.9.4": "etcd", "my.vault.v1.2.0": "my.vault", "op": "", ".v1": "", "op.vnext": ""} {
+		if got, _ := csvPackage(name); got != want {
+			t.Errorf("csvPackage(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
 func TestAuthReaderDeletable(t *testing.T) {
 	me := csv("ns", "op.v1", func(c *v1alpha1.ClusterServiceVersion) {
 		c.Spec.WebhookDefinitions = []v1alpha1.WebhookDescription{{DeploymentName: "op-webhook"}}

@@ -153,3 +153,47 @@ func TargetNamespaces(groupNamespaces, all []string) []string {
 	}
 	return groupNamespaces
 }
+
+// CSVNames holds the name of every non-copied CSV in the cluster and the package part of each
+// name (what precedes ".v<digit>" in the <package>.v<version> names bundle tools write).
+type CSVNames map[string]bool
+
+// Add records a CSV's name and its package.
+func (n CSVNames) Add(csv string) {
+	n[csv] = true
+	if p, ok := csvPackage(csv); ok {
+		n[p+".v"] = true
+	}
+}
+
+// HasVersionOf reports whether csv, or another version of its package, exists.
+func (n CSVNames) HasVersionOf(csv string) bool {
+	p, ok := csvPackage(csv)
+	return n[csv] || ok && n[p+".v"]
+}
+
+// csvPackage is the part of a CSV name before its first ".v" followed by a digit.
+func csvPackage(csv string) (string, bool) {
+	for i := 0; i+2 < len(csv); i++ {
+		if csv[i] == '.' && csv[i+1] == 'v' && csv[i+2] >= '0' && csv[i+2] <= '9' {
+			return csv[:i], i > 0
+		}
+	}
+	return "", false
+}
+
+// OrphanedRBAC reports whether a ClusterRole or ClusterRoleBinding is a bundle manifest OLM
+// labelled olm.managed and olm.owner=<csv> only (OLM issue #2985) whose operator exists nowhere:
+// OLM's own garbage collection, which matches all three owner labels, never finds it, and
+// olmguard's cleanup ran for no CSV of that name. An InstallPlan still executing after its
+// operator was uninstalled (re)creates such objects (docs/cleanup.md, "Uninstall during an
+// upgrade"). While any version of the package runs it is kept: an upgrade plan that failed after
+// relabelling the role for the version it never installed leaves it to the version still running.
+func OrphanedRBAC(o Object, csvs CSVNames) bool {
+	l := o.Labels
+	name := l[olm.OwnerLabel]
+	_, hasNS := l[olm.OwnerNamespaceLabel]
+	_, hasKind := l[olm.OwnerKindLabel]
+	bundledRBAC := o.Kind == "ClusterRole" || o.Kind == "ClusterRoleBinding"
+	return bundledRBAC && name != "" && l[olm.ManagedLabel] == olm.ManagedLabelValue && !hasNS && !hasKind && !csvs.HasVersionOf(name)
+}

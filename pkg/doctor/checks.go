@@ -183,8 +183,8 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 
 // CheckOrphanCSVs finds operators left installed with no Subscription (F3): CSVs in a namespace
 // where no Subscription is left. OLM never upgrades them, and olmguard cannot tell an uninstall
-// from a forgotten operator. An uninstall during an upgrade leaves one: OLM executes the running
-// upgrade plan again and recreates the deleted CSV (olm-facts.md §3.5). Copies of a CSV and the
+// from a forgotten operator. An uninstall during an install or upgrade leaves one: OLM executes
+// the running plan to its end and creates the CSV again (docs/cleanup.md). Copies of a CSV and the
 // CSVs OLM installs itself (packageserver, labelled olm.version) have no Subscription by design.
 func CheckOrphanCSVs(csvs []CSV, subs []v1alpha1.Subscription) []Finding {
 	subscribed := map[string]bool{}

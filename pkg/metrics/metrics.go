@@ -61,10 +61,10 @@ var (
 		Help: "Bundle unpack Jobs the controller labelled (so OLM sees them) or deleted, by action and reason.",
 	}, []string{"action", "reason"})
 
-	// CleanupDeletions counts objects the CSV cleanup deleted, by kind (cluster, operand).
+	// CleanupDeletions counts objects the CSV cleanup deleted, by kind (cluster, operand, orphan).
 	CleanupDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "olmguard_csv_cleanup_deletions_total",
-		Help: "Objects deleted by the CSV cleanup finalizer, by kind of object (cluster, operand).",
+		Help: "Objects deleted by the CSV cleanup, by kind of object (cluster, operand; orphan: bundled RBAC of an operator that exists nowhere).",
 	}, []string{"kind"})
 	// CleanupTimeouts counts cleanups that gave up after --cleanup-timeout.
 	CleanupTimeouts = prometheus.NewCounter(prometheus.CounterOpts{

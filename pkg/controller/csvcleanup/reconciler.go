@@ -69,25 +69,35 @@ type Options struct {
 	Timeout time.Duration
 	// OperandCleanup chooses when operands are deleted on uninstall.
 	OperandCleanup cleanup.OperandCleanup
+	// OrphanSweepInterval is how often bundled RBAC left without any CSV is looked for; an
+	// orphan is deleted by the second sweep that finds it.
+	OrphanSweepInterval time.Duration
 }
 
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
-	return Options{Timeout: 10 * time.Minute, OperandCleanup: cleanup.OperandCleanupOptIn}
+	return Options{Timeout: 10 * time.Minute, OperandCleanup: cleanup.OperandCleanupOptIn, OrphanSweepInterval: time.Minute}
 }
 
 var timeoutFlag = flags.Duration{Name: "cleanup-timeout", Least: time.Second,
 	Usage: "how long an uninstall cleanup may take before its finalizer is released with a Warning event"}
 
+var sweepFlag = flags.Duration{Name: "orphan-rbac-sweep-interval", Least: time.Second,
+	Usage: "how often bundled ClusterRoles and ClusterRoleBindings whose CSV exists nowhere are looked for; one is deleted by the second sweep that finds it"}
+
 // BindFlags registers the options' flags on fs, with the current values as defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	timeoutFlag.Bind(fs, &o.Timeout)
+	sweepFlag.Bind(fs, &o.OrphanSweepInterval)
 	fs.Var(&o.OperandCleanup, "operand-cleanup", "when to delete an uninstalled operator's custom resources: opt-in (CSVs with spec.cleanup.enabled: true), always, never")
 }
 
 // Validate reports the first invalid option.
 func (o Options) Validate() error {
 	if err := timeoutFlag.Check(o.Timeout); err != nil {
+		return err
+	}
+	if err := sweepFlag.Check(o.OrphanSweepInterval); err != nil {
 		return err
 	}
 	var m cleanup.OperandCleanup
@@ -108,6 +118,10 @@ func Cache() map[client.Object]cache.ByObject {
 func Add(mgr manager.Manager, o Options) error {
 	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name),
 		OperandCleanup: o.OperandCleanup, Timeout: o.Timeout, Now: time.Now}
+	sweeper := &Sweeper{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Interval: o.OrphanSweepInterval}
+	if err := mgr.Add(sweeper); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).Named(Name).For(&v1alpha1.ClusterServiceVersion{}).Complete(r)
 }
 

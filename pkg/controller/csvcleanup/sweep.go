@@ -1,0 +1,103 @@
+package csvcleanup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/cleanup"
+	"github.com/olmguard/olmguard/pkg/metrics"
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+)
+
+// rbacKinds are the kinds a bundle may ship cluster-wide that OLM labels olm.owner only.
+var rbacKinds = []schema.GroupVersionKind{rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"), rbacv1.SchemeGroupVersion.WithKind("ClusterRole")}
+
+// Sweeper deletes bundled ClusterRoles and ClusterRoleBindings whose operator exists nowhere
+// (cleanup.OrphanedRBAC). No CSV deletion runs a cleanup for them: an InstallPlan still executing
+// after its operator was uninstalled creates them after the last CSV of that name is gone. An
+// object is deleted only when two sweeps in a row found it orphaned, so a plan that creates the
+// RBAC a moment before its CSV is never raced. It runs on the leader only.
+type Sweeper struct {
+	Client   client.Client
+	Reader   client.Reader
+	Recorder events.EventRecorder
+	Interval time.Duration
+
+	suspects map[types.UID]bool // orphaned at the last sweep
+}
+
+// NeedLeaderElection makes the sweep run on one replica only.
+func (s *Sweeper) NeedLeaderElection() bool { return true }
+
+// Start sweeps every Interval until ctx is done. A failed sweep is logged and retried at the next.
+func (s *Sweeper) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("orphan-rbac-sweep")
+	t := time.NewTicker(s.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := s.Sweep(ctx); err != nil {
+				log.Error(err, "sweeping orphaned bundled RBAC")
+			}
+		}
+	}
+}
+
+// Sweep is one pass: it deletes what the previous pass found orphaned and still is, and remembers
+// what is orphaned now.
+func (s *Sweeper) Sweep(ctx context.Context) error {
+	csvs := &metav1.PartialObjectMetadataList{}
+	csvs.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.ClusterServiceVersionKind + "List"))
+	if err := s.Reader.List(ctx, csvs); err != nil {
+		return fmt.Errorf("listing CSVs: %w", err)
+	}
+	names := cleanup.CSVNames{}
+	for _, c := range csvs.Items {
+		if !olm.IsCopiedCSV(c.Namespace, c.Labels, c.Annotations, "") {
+			names.Add(c.Name)
+		}
+	}
+	now := map[types.UID]bool{}
+	for _, gvk := range rbacKinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := s.Reader.List(ctx, list, client.HasLabels{olm.OwnerLabel}); err != nil {
+			return fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if !cleanup.OrphanedRBAC(cleanup.Object{Kind: gvk.Kind, Name: o.Name, UID: o.UID, Labels: o.Labels}, names) {
+				continue
+			}
+			if !s.suspects[o.UID] {
+				now[o.UID] = true
+				continue
+			}
+			o.SetGroupVersionKind(gvk)
+			uid := o.UID
+			if err := s.Client.Delete(ctx, o, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting %s %s: %w", gvk.Kind, o.Name, err)
+			}
+			metrics.CleanupDeletions.WithLabelValues("orphan").Inc()
+			ctrl.LoggerFrom(ctx).Info("deleted orphaned bundled RBAC", "kind", gvk.Kind, "name", o.Name, "csv", o.Labels[olm.OwnerLabel])
+			s.Recorder.Eventf(o, nil, corev1.EventTypeNormal, "OrphanDeleted", "Delete",
+				"deleted %s %s: bundled by %s, which no longer exists in any namespace (OLM issue #2985)", gvk.Kind, o.Name, o.Labels[olm.OwnerLabel])
+		}
+	}
+	s.suspects = now
+	return nil
+}
