@@ -64,6 +64,9 @@ func (c Command) Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	// The apiserver names a write's field manager after the user agent's first part: olmguard's
+	// patches on OLM's objects then read as olmguard's in managedFields, audit logs and conflicts.
+	cfg.UserAgent = kubeapi.UserAgent(c.Name)
 	if err := c.Run(ctrl.SetupSignalHandler(), cfg); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", c.Name, err)
 		return 1

@@ -1,6 +1,7 @@
 package kubeapi
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -18,5 +19,13 @@ func TestWithLimits(t *testing.T) {
 	}
 	if WithLimits(nil) != nil {
 		t.Error("nil config")
+	}
+}
+
+func TestUserAgentNamesTheFieldManager(t *testing.T) {
+	// The apiserver's field manager is the user agent up to its first slash.
+	got := UserAgent("olmguard-controller")
+	if manager, _, _ := strings.Cut(got, "/"); manager != "olmguard-controller" {
+		t.Errorf("UserAgent = %q: field manager %q, want olmguard-controller", got, manager)
 	}
 }
