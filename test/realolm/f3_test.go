@@ -2,6 +2,7 @@ package realolm
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -29,6 +30,11 @@ func uninstalled(t *testing.T, c *cluster.Cluster, pkg Package, prefix string) (
 	ns = operatorNamespace(t, c, prefix)
 	sub := subscribe(t, c, ns, pkg.Name, pkg, v1alpha1.ApprovalAutomatic, "")
 	csv := waitCSV(t, c, ns, pkg.CSVName(pkg.Versions[0]))
+	// A user uninstalls a settled operator: the CSV can be Succeeded while its plan is still
+	// Installing, and a plan that is re-creates a CSV deleted under it (see
+	// TestF3UninstallDuringUpgrade for that race).
+	waitSubscriptionAtLatest(t, c.Client, ns, sub.Name)
+	waitNoPlanInstalling(t, c, ns)
 	operand := &unstructured.Unstructured{}
 	operand.SetGroupVersionKind(schema.GroupVersionKind{Group: pkg.Group(), Version: "v1", Kind: "Widget"})
 	operand.SetNamespace(ns)
@@ -47,7 +53,11 @@ func uninstalled(t *testing.T, c *cluster.Cluster, pkg Package, prefix string) (
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "CSV "+ns+"/"+csv.Name+" deleted", func(ctx context.Context) (bool, error) {
-		err := c.Client.Get(ctx, client.ObjectKeyFromObject(csv), &v1alpha1.ClusterServiceVersion{})
+		now := &v1alpha1.ClusterServiceVersion{}
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(csv), now)
+		if err == nil && now.UID != csv.UID {
+			return false, fmt.Errorf("OLM recreated CSV %s/%s after the uninstall (uid %s, was %s)", ns, csv.Name, now.UID, csv.UID)
+		}
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	roleErr := c.Client.Get(ctx, client.ObjectKeyFromObject(role), &rbacv1.ClusterRole{})

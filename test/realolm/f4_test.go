@@ -121,14 +121,15 @@ func (j *jobNames) get() []string {
 	return append([]string(nil), j.names...)
 }
 
-// runOlmguard starts olmguard's webhook and controller against the cluster until the test ends.
-func runOlmguard(t *testing.T, c *cluster.Cluster) {
+// runOlmguard starts olmguard's webhook and controller (with extra flags) against the cluster
+// until the test ends.
+func runOlmguard(t *testing.T, c *cluster.Cluster, controllerFlags ...string) {
 	t.Helper()
 	if err := c.CreateNamespace(context.Background(), olmguard.DefaultNamespace); err != nil {
 		t.Fatal(err)
 	}
 	procs.RunWebhook(t, c.Kubeconfig, c.Client)
-	procs.RunController(t, c.Kubeconfig)
+	procs.RunController(t, c.Kubeconfig, controllerFlags...)
 }
 
 // installZeta subscribes to Zeta in a fresh namespace.
@@ -184,6 +185,7 @@ func TestF4OLMUpgrade(t *testing.T) {
 		runOlmguard(t, u.c)
 		waitCSV(t, u.c, second, csv)
 		t.Logf("olmguard installed after the failure: %s Succeeded in %s %s after olmguard started", csv, second, time.Since(started).Round(100*time.Millisecond))
+		checkNudgedByController(t, u.c, second)
 		checkLogs(t, u.olm)
 	})
 
@@ -206,4 +208,25 @@ func TestF4OLMUpgrade(t *testing.T) {
 		t.Logf("olmguard from the start: %s Succeeded in %s after the upgrade to %s", csv, second, olmAfter)
 		checkLogs(t, u.olm)
 	})
+}
+
+// checkNudgedByController: the Subscription in ns carries olmguard's resync annotation, written
+// under the controller's own field manager (its user agent), so a user reading managedFields or a
+// conflict message sees who wrote it.
+func checkNudgedByController(t *testing.T, c *cluster.Cluster, ns string) {
+	t.Helper()
+	sub := &v1alpha1.Subscription{}
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: Zeta.Name}, sub); err != nil {
+		t.Fatal(err)
+	}
+	field := `"f:` + olmguard.ResyncAnnotation + `"`
+	for _, m := range sub.ManagedFields {
+		if m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), field) {
+			if m.Manager != "olmguard-controller" {
+				t.Errorf("Subscription %s/%s: %s written by field manager %q, want olmguard-controller", ns, sub.Name, olmguard.ResyncAnnotation, m.Manager)
+			}
+			return
+		}
+	}
+	t.Errorf("Subscription %s/%s was not nudged (no %s in its managedFields)", ns, sub.Name, olmguard.ResyncAnnotation)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +82,7 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 			return
 		}
 		// Not the first test's TempDir: every later test unpacks bundles from here.
-		dir, images, err := WriteCatalog(filepath.Join(shared.olm.Dir(), "catalog"), Alpha, Beta, Gamma, Delta, Epsilon)
+		dir, images, err := WriteCatalog(filepath.Join(shared.olm.Dir(), "catalog"), Alpha, Beta, Gamma, Delta, Epsilon, Eta, Theta)
 		if err != nil {
 			shared.err = err
 			return
@@ -152,6 +153,21 @@ func TestInstall(t *testing.T) {
 	}
 }
 
+// waitNoPlanInstalling waits until no InstallPlan of ns is Installing: a plan that is executes to
+// its end whether or not its Subscription and CSVs still exist, and recreates what it lists.
+func waitNoPlanInstalling(t *testing.T, c *cluster.Cluster, ns string) {
+	t.Helper()
+	testenv.Eventually(t, "no plan Installing in "+ns, func(ctx context.Context) (bool, error) {
+		plans := &v1alpha1.InstallPlanList{}
+		if err := c.Client.List(ctx, plans, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return !slices.ContainsFunc(plans.Items, func(p v1alpha1.InstallPlan) bool {
+			return p.DeletionTimestamp == nil && p.Status.Phase == v1alpha1.InstallPlanPhaseInstalling
+		}), nil
+	})
+}
+
 // poll waits up to testenv.Patience for cond, polling every 100 ms.
 func poll(cond func(ctx context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
@@ -160,7 +176,9 @@ func poll(cond func(ctx context.Context) (bool, error)) error {
 }
 
 // checkLogs fails the test on what olmguard must never cause in OLM: a request its webhook denied
-// or failed (the apiserver names the webhook, *.olmguard.io, in both).
+// or failed (the apiserver names the webhook, *.olmguard.io, in both), or a server-side apply of
+// OLM's that conflicts with a field olmguard wrote (the apiserver names the field manager, which
+// is olmguard's program name: "conflict with \"olmguard-controller\"").
 func checkLogs(t *testing.T, o *cluster.OLM) {
 	t.Helper()
 	logs, err := o.Logs()
@@ -168,7 +186,7 @@ func checkLogs(t *testing.T, o *cluster.OLM) {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(logs, "\n") {
-		for _, bad := range []string{"olmguard.io", "denied the request"} {
+		for _, bad := range []string{"olmguard.io", "denied the request", `with "olmguard`, `with \"olmguard`} {
 			if strings.Contains(line, bad) {
 				t.Errorf("OLM logged %q: %s", bad, line)
 			}

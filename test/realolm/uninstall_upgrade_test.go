@@ -1,0 +1,226 @@
+package realolm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/doctor"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+// Eta and Theta are uninstalled during their upgrade, Eta on stock OLM and Theta with olmguard, so
+// that what one leaves behind cannot be mistaken for the other's.
+var (
+	Eta   = Package{Name: "eta", Versions: []string{"1.0.0", "2.0.0"}}
+	Theta = Package{Name: "theta", Versions: []string{"1.0.0", "2.0.0"}}
+)
+
+// uninstallUpgradeNamespaces is how many namespaces each round uses; whether OLM recreates a CSV
+// is a race, so the count is reported, not asserted.
+const uninstallUpgradeNamespaces = 4
+
+// uninstallResult is one namespace of a round: the CSVs the uninstall deleted, and those left
+// once no plan of the namespace was Installing any more.
+type uninstallResult struct {
+	ns      string
+	deleted []string
+	left    []string
+	err     error
+}
+
+// uninstallDuringUpgrade subscribes to pkg v1 with Automatic approval in n fresh namespaces side by
+// side; the moment OLM's plan for v2 is Installing, it uninstalls as a user does (the Subscription,
+// then every CSV), waits until the namespace's plans are garbage-collected with their Subscription
+// and returns the CSVs left in each namespace.
+func uninstallDuringUpgrade(t *testing.T, c *cluster.Cluster, pkg Package, prefix string, n int) []uninstallResult {
+	t.Helper()
+	results := make([]uninstallResult, n)
+	subs := make([]*v1alpha1.Subscription, n)
+	for i := range results {
+		results[i].ns = operatorNamespace(t, c, prefix)
+		subs[i] = subscribe(t, c, results[i].ns, pkg.Name, pkg, v1alpha1.ApprovalAutomatic, pkg.CSVName(pkg.Versions[0]))
+	}
+	upgrade := pkg.CSVName(pkg.Versions[1])
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func(r *uninstallResult, sub *v1alpha1.Subscription) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
+			defer cancel()
+			r.err = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+				plans := &v1alpha1.InstallPlanList{}
+				if err := c.Client.List(ctx, plans, client.InNamespace(r.ns)); err != nil {
+					return false, err
+				}
+				for _, p := range plans.Items {
+					if slices.Contains(p.Spec.ClusterServiceVersionNames, upgrade) && p.Status.Phase == v1alpha1.InstallPlanPhaseInstalling {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			if r.err != nil {
+				r.err = fmt.Errorf("no Installing plan for %s: %w", upgrade, r.err)
+				return
+			}
+			if r.err = c.Client.Delete(context.Background(), sub); r.err != nil {
+				return
+			}
+			csvs := &v1alpha1.ClusterServiceVersionList{}
+			if r.err = c.Client.List(context.Background(), csvs, client.InNamespace(r.ns)); r.err != nil {
+				return
+			}
+			for i := range csvs.Items {
+				r.deleted = append(r.deleted, csvs.Items[i].Name)
+				if r.err = c.Client.Delete(context.Background(), &csvs.Items[i]); client.IgnoreNotFound(r.err) != nil {
+					return
+				}
+			}
+			r.err = nil
+		}(&results[i], subs[i])
+	}
+	wg.Wait()
+	// The plans go with their Subscription (garbage collection); what a plan created until then
+	// is what the uninstall left. The catalog-operator may still finish a sync it began from its
+	// cache a moment later: the cleanup below deletes such late CSVs too.
+	for i := range results {
+		ns := results[i].ns
+		testenv.Eventually(t, "InstallPlans of "+ns+" garbage-collected", func(ctx context.Context) (bool, error) {
+			plans := &v1alpha1.InstallPlanList{}
+			err := c.Client.List(ctx, plans, client.InNamespace(ns))
+			return err == nil && len(plans.Items) == 0, err
+		})
+	}
+	for i := range results {
+		r := &results[i]
+		if r.err != nil {
+			t.Fatalf("namespace %s: %v", r.ns, r.err)
+		}
+		csvs := &v1alpha1.ClusterServiceVersionList{}
+		if err := c.Client.List(context.Background(), csvs, client.InNamespace(r.ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, csv := range csvs.Items {
+			if csv.DeletionTimestamp == nil {
+				r.left = append(r.left, csv.Name)
+			}
+		}
+	}
+	return results
+}
+
+// orphans lists the namespaces where a CSV was left after the uninstall, saying whether it was
+// one the uninstall deleted (recreated) or one created after it.
+func orphans(results []uninstallResult) []string {
+	var out []string
+	for _, r := range results {
+		for _, name := range r.left {
+			how := "created after the uninstall"
+			if slices.Contains(r.deleted, name) {
+				how = "recreated"
+			}
+			out = append(out, fmt.Sprintf("%s/%s (%s; deleted %s)", r.ns, name, how, strings.Join(r.deleted, ",")))
+		}
+	}
+	return out
+}
+
+// TestF3UninstallDuringUpgrade: uninstalling (Subscription, then CSVs) while OLM's upgrade plan is
+// Installing can leave a CSV that OLM recreates with no Subscription. Stock and with olmguard, the
+// count is reported. The cause: an InstallPlan, once Installing, is executed to the end by the
+// catalog-operator whether or not its Subscription still exists, and a CSV has no owner that
+// would take it away. Every CSV left must be reported by doctor as CSVWithoutSubscription; with
+// olmguard, removing it as doctor says leaves neither the CSV nor its bundled ClusterRole, even
+// one the plan created after the last CSV of that name was gone (olmguard's orphan sweep).
+func TestF3UninstallDuringUpgrade(t *testing.T) {
+	c, o := realOLM(t)
+	stock := uninstallDuringUpgrade(t, c, Eta, "uninstall-upgrade-stock", uninstallUpgradeNamespaces)
+	t.Logf("stock OLM %s: a CSV came back in %d of %d namespaces %v", o.Version, len(orphans(stock)), len(stock), orphans(stock))
+	checkOrphansReported(t, c, stock)
+
+	// A short sweep interval: the orphaned bundled RBAC goes within seconds, not minutes.
+	runOlmguard(t, c, "--orphan-rbac-sweep-interval=2s")
+	guarded := uninstallDuringUpgrade(t, c, Theta, "uninstall-upgrade-olmguard", uninstallUpgradeNamespaces)
+	t.Logf("with olmguard: a CSV came back in %d of %d namespaces %v", len(orphans(guarded)), len(guarded), orphans(guarded))
+	checkOrphansReported(t, c, guarded)
+
+	// Remove what came back, as doctor's fix says, and any CSV a plan's last sync created later;
+	// olmguard's cleanup then leaves nothing of Theta.
+	var late []string
+	testenv.Eventually(t, "every Theta CSV deleted", func(ctx context.Context) (bool, error) {
+		csvs := &v1alpha1.ClusterServiceVersionList{}
+		if err := c.Client.List(ctx, csvs); err != nil {
+			return false, err
+		}
+		left := 0
+		for i := range csvs.Items {
+			csv := &csvs.Items[i]
+			if !strings.HasPrefix(csv.Name, Theta.Name+".") {
+				continue
+			}
+			left++
+			if csv.DeletionTimestamp != nil {
+				continue
+			}
+			if !slices.ContainsFunc(guarded, func(r uninstallResult) bool { return r.ns == csv.Namespace && slices.Contains(r.left, csv.Name) }) {
+				late = append(late, csv.Namespace+"/"+csv.Name)
+			}
+			if err := c.Client.Delete(ctx, csv); client.IgnoreNotFound(err) != nil {
+				return false, err
+			}
+		}
+		return left == 0, nil
+	})
+	if len(late) > 0 {
+		t.Logf("with olmguard: CSVs created after their plan was gone, also deleted: %v", late)
+	}
+	// Whether the last CSV's cleanup removed it or a plan created it after that, the bundled
+	// ClusterRole, whose CSV now exists nowhere, goes.
+	testenv.Eventually(t, "Theta's bundled ClusterRole gone", func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKey{Name: Theta.BundledClusterRole()}, &rbacv1.ClusterRole{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	checkLogs(t, o)
+}
+
+// checkOrphansReported: one doctor run over the cluster reports each CSV left in a namespace with
+// no Subscription.
+func checkOrphansReported(t *testing.T, c *cluster.Cluster, results []uninstallResult) {
+	t.Helper()
+	if len(orphans(results)) == 0 {
+		return
+	}
+	_, out, errOut := procs.Doctor(t, context.Background(), c.Kubeconfig, "-o", "json")
+	var report doctor.Report
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("doctor -o json: %v\n%s\n%s", err, out, errOut)
+	}
+	reported := map[string]bool{}
+	for _, f := range report.Findings {
+		if f.Check == "CSVWithoutSubscription" {
+			reported[f.Namespace+"/"+f.Name] = true
+		}
+	}
+	for _, r := range results {
+		for _, name := range r.left {
+			if !reported[r.ns+"/"+name] {
+				t.Errorf("doctor did not report %s/%s, left with no Subscription, as CSVWithoutSubscription", r.ns, name)
+			}
+		}
+	}
+}
