@@ -55,10 +55,11 @@ cluster-down:
 demo: binaries
 	OLMGUARD_BIN_DIR=$(BIN_DIR) $(GO) run ./test/demo $(DEMO_FLAGS)
 
-## test-realolm: the real-OLM tier alone (OLM's own operators, ../shared/olm; OLMGUARD_OLM_VERSION).
+## test-realolm: the real-OLM tier alone (OLM's own operators, ../shared/olm; OLMGUARD_OLM_VERSION);
+## RUN=<regexp> picks tests, e.g. make test-realolm RUN=TestF3.
 .PHONY: test-realolm
 test-realolm: binaries
-	$(TEST_ENV) $(GO) test -count=1 -timeout 20m -v ./test/realolm/
+	$(TEST_ENV) $(GO) test -count=1 -timeout 30m -v -run '$(RUN)' ./test/realolm/
 
 ## e2e-long: the long end-to-end runs: stock OLM's catalog recovery (about six minutes), the webhook
 ## killed under 500 plans and CSVs, and 50 controller kills during cleanups (docs/reliability.md).

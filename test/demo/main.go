@@ -27,26 +27,29 @@ import (
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testbin"
 )
 
 func main() {
-	replays := flag.Int("replays", 5, "how many times to replay OLM issue #3199 in each mode")
+	replays := flag.Int("replays", 5, "how many times to replay OLM issue #3199 in each mode on the simulator")
 	keep := flag.Bool("keep", false, "keep the cluster (and print its kubeconfig) when done")
 	skipF5 := flag.Bool("skip-f5", false, "skip the catalog node failure (about a minute)")
+	simOnly := flag.Bool("sim-only", false, "replay every failure on the OLM simulator, even where OLM's own binaries (../shared/olm) are at hand")
 	flag.Parse()
 	logf.SetLogger(logr.Discard())
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, os.Stdout, *replays, *keep, *skipF5); err != nil {
+	if err := run(ctx, os.Stdout, *replays, *keep, *skipF5, *simOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-// row is one line of the final table.
-type row struct{ class, issue, stock, guarded string }
+// row is one line of the final table: the failure, OLM's issue, which OLM produced it, and the
+// outcome on stock OLM and with olmguard.
+type row struct{ class, issue, olm, stock, guarded string }
 
 type demo struct {
 	out   io.Writer
@@ -60,10 +63,21 @@ func (d *demo) step(format string, args ...any) func() {
 	return func() { fmt.Fprintf(d.out, "    done in %s\n", time.Since(t).Round(100*time.Millisecond)) }
 }
 
-func run(ctx context.Context, out io.Writer, replays int, keep, skipF5 bool) error {
+func run(ctx context.Context, out io.Writer, replays int, keep, skipF5, simOnly bool) error {
 	d := &demo{out: out, start: time.Now()}
 	fmt.Fprintln(out, "olmguard demo: OLM v0's failures on a local cluster, first on stock OLM, then with olmguard.")
-	fmt.Fprintln(out, "OLM's writes come from olmguard's OLM simulator (test/olmsim), which reproduces OLM v0.46's behaviour and bugs.")
+	real := !simOnly
+	if err := realOLMAvailable(); err != nil && real {
+		real = false
+		fmt.Fprintf(out, "OLM's own binaries are not at hand (%v): every row comes from the simulator.\n", err)
+	}
+	if real {
+		fmt.Fprintf(out, "F1, F3 and F4 run on OLM's own olm-operator and catalog-operator (%s; %s -> %s for F4);\n", realolm.Version, realolm.OLMBefore, realolm.OLMAfter)
+		fmt.Fprintln(out, "F1 again, F2 and F5 on olmguard's OLM simulator (test/olmsim), which reproduces OLM v0.46's behaviour and bugs")
+		fmt.Fprintln(out, "and replays F1 at the exact point of OLM's race.")
+	} else {
+		fmt.Fprintln(out, "OLM's writes come from olmguard's OLM simulator (test/olmsim), which reproduces OLM v0.46's behaviour and bugs.")
+	}
 
 	done := d.step("starting a local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and 3 kwok nodes")
 	c, err := cluster.Start(ctx, cluster.Options{Name: "olmguard-demo", Persistent: keep, Log: io.Discard})
@@ -100,22 +114,25 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5 bool) err
 	}
 	go sim.RunCatalogOperator(ctx, 2*time.Second)
 
-	fmt.Fprintln(out, "\n--- stock OLM, olmguard not installed ---")
+	fmt.Fprintln(out, "\n--- stock OLM (simulated), olmguard not installed ---")
+	// F1 on the simulator in every case: it creates B at the exact point of OLM's race, which
+	// real OLM's timing hits only now and then.
 	f1Stock, err := d.f1(ctx, sim, f1cat, "stock", replays)
 	if err != nil {
 		return err
 	}
+	var f3, f4 string
 	f2, err := d.f2(ctx, c, sim, f1cat, "stock")
 	if err != nil {
 		return err
 	}
-	f3, err := d.f3(ctx, c, sim, "stock")
-	if err != nil {
-		return err
-	}
-	f4, err := d.f4(ctx, sim, "stock")
-	if err != nil {
-		return err
+	if !real {
+		if f3, err = d.f3(ctx, c, sim, "stock"); err != nil {
+			return err
+		}
+		if f4, err = d.f4(ctx, sim, "stock"); err != nil {
+			return err
+		}
 	}
 	f5 := "skipped (--skip-f5)"
 	if !skipF5 {
@@ -124,7 +141,7 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5 bool) err
 		}
 	}
 
-	fmt.Fprintln(out, "\n--- olmguard installed ---")
+	fmt.Fprintln(out, "\n--- OLM (simulated) with olmguard ---")
 	done = d.step("starting olmguard's controller (--drift-window=%s)", demoDriftWindow)
 	ctrl, err := procs.StartController(bin, c.Kubeconfig, "--drift-window="+demoDriftWindow.String())
 	if err != nil {
@@ -154,13 +171,14 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5 bool) err
 	if err != nil {
 		return err
 	}
-	f3Guarded, err := d.f3(ctx, c, sim, "guarded")
-	if err != nil {
-		return err
-	}
-	f4Guarded, err := d.f4(ctx, sim, "guarded")
-	if err != nil {
-		return err
+	var f3Guarded, f4Guarded string
+	if !real {
+		if f3Guarded, err = d.f3(ctx, c, sim, "guarded"); err != nil {
+			return err
+		}
+		if f4Guarded, err = d.f4(ctx, sim, "guarded"); err != nil {
+			return err
+		}
 	}
 	f5Guarded := "skipped (--skip-f5)"
 	if !skipF5 {
@@ -169,18 +187,34 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5 bool) err
 		}
 	}
 
-	d.rows = []row{
-		{"F1 InstallPlan misses a Subscription owner", "#3199", f1Stock, f1Guarded},
-		{"F2 Subscription status drifts from its plan", "#3199", f2, f2Guarded},
-		{"F3 objects left after uninstall", "#2985", f3, f3Guarded},
-		{"F4 second install of a bundle stuck", "#3210", f4, f4Guarded},
-		{"F5 catalog pod stuck on NotReady node", "#3208", f5, f5Guarded},
+	const simulated = "simulated v0.46"
+	f1Sim := row{"F1 InstallPlan misses a Subscription owner", "#3199", simulated, f1Stock, f1Guarded}
+	rows := realRows{
+		f3: row{"F3 objects left after uninstall", "#2985", simulated, f3, f3Guarded},
+		f4: row{"F4 second install of a bundle stuck", "#3210", simulated, f4, f4Guarded},
 	}
+	if real {
+		if rows, err = d.realOLM(ctx, bin); err != nil {
+			return err
+		}
+	}
+	d.rows = []row{}
+	if real {
+		f1Sim.class = "F1 ... replayed at OLM's race point"
+		d.rows = append(d.rows, rows.f1)
+	}
+	d.rows = append(d.rows, []row{
+		f1Sim,
+		{"F2 Subscription status drifts from its plan", "#3199", simulated, f2, f2Guarded},
+		rows.f3,
+		rows.f4,
+		{"F5 catalog pod stuck on NotReady node", "#3208", simulated, f5, f5Guarded},
+	}...)
 	fmt.Fprintf(out, "\nSummary (total %s):\n\n", time.Since(d.start).Round(time.Second))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FAILURE\tOLM ISSUE\tSTOCK OLM\tWITH OLMGUARD")
+	fmt.Fprintln(tw, "FAILURE\tOLM ISSUE\tOLM\tSTOCK OLM\tWITH OLMGUARD")
 	for _, r := range d.rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.class, r.issue, r.stock, r.guarded)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.class, r.issue, r.olm, r.stock, r.guarded)
 	}
 	tw.Flush()
 	if keep {

@@ -266,17 +266,12 @@ func owners(refs []metav1.OwnerReference) string {
 	return strings.Join(parts, "; ")
 }
 
-// waitSubscriptionAtLatest waits for the Subscription's status to catch up with its CSV (it trails
-// the CSV's Succeeded by up to a second on real OLM).
+// waitSubscriptionAtLatest waits for the Subscription's status to catch up with its CSV.
 func waitSubscriptionAtLatest(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
-	testenv.Eventually(t, "Subscription "+ns+"/"+name+" AtLatestKnown", func(ctx context.Context) (bool, error) {
-		sub := &v1alpha1.Subscription{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sub); err != nil {
-			return false, err
-		}
-		return sub.Status.State == v1alpha1.SubscriptionStateAtLatest && sub.Status.InstalledCSV != "", nil
-	})
+	if err := SubscriptionAtLatest(context.Background(), c, ns, name); err != nil {
+		t.Fatalf("Subscription %s/%s never AtLatestKnown: %v", ns, name, err)
+	}
 }
 
 // creations records when the objects of one install were created, by the resourceVersion of their

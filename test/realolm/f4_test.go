@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,61 +21,26 @@ import (
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// The OLM releases of F4's field scenario (OLM #3210): v0.25 finds unpack Jobs by name and leaves
-// them unlabelled; v0.26 to v0.28 find them by label only.
-const (
-	olmBefore = "v0.25.0"
-	olmAfter  = "v0.28.0"
-)
-
-// Zeta is the operator installed twice across the OLM upgrade.
-var Zeta = Package{Name: "zeta", Versions: []string{"1.0.0"}}
-
 // stockStuckFor is how long, after OLM logged the failed Job create, the stock install is
 // watched for progress. Stuck is a claim that nothing happens: a slow machine cannot fail it.
 const stockStuckFor = 20 * time.Second
 
-// upgradeCluster is a cluster of its own running OLM v0.25 with a catalog serving Zeta.
-type upgradeCluster struct {
-	c       *cluster.Cluster
-	olm     *cluster.OLM
-	catalog string
-	bundles map[string]string
-}
-
-func startUpgradeCluster(t *testing.T, suffix string) *upgradeCluster {
+// startUpgradeCluster starts a cluster of its own with OLM v0.25 serving Zeta, for this test.
+func startUpgradeCluster(t *testing.T, suffix string) *UpgradeCluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d-%s", os.Getpid(), suffix), Nodes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	u := &upgradeCluster{c: c}
-	if u.olm, err = c.StartOLM(ctx, olmBefore); err != nil {
-		t.Fatal(err)
-	}
-	if u.catalog, u.bundles, err = WriteCatalog(filepath.Join(u.olm.Dir(), "catalog"), Zeta); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.olm.ServeCatalog(ctx, CatalogName, u.catalog, u.bundles); err != nil {
-		t.Fatal(err)
-	}
+	u := must(StartUpgradeCluster(ctx, fmt.Sprintf("olmguard-realolm-%d-%s", os.Getpid(), suffix), nil))(t)
+	t.Cleanup(func() { _ = u.C.Stop() })
 	return u
 }
 
-// upgradeOLM stops OLM v0.25 and starts v0.28 on the same cluster, as an OLM upgrade does.
-func (u *upgradeCluster) upgradeOLM(t *testing.T) {
+// upgradeOLM upgrades the cluster's OLM to v0.28.
+func upgradeOLM(t *testing.T, u *UpgradeCluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	u.olm.Stop()
-	var err error
-	if u.olm, err = u.c.StartOLM(ctx, olmAfter); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.olm.ServeCatalog(ctx, CatalogName, u.catalog, u.bundles); err != nil {
+	if err := u.UpgradeOLM(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -132,14 +96,6 @@ func runOlmguard(t *testing.T, c *cluster.Cluster, controllerFlags ...string) {
 	procs.RunController(t, c.Kubeconfig, controllerFlags...)
 }
 
-// installZeta subscribes to Zeta in a fresh namespace.
-func installZeta(t *testing.T, c *cluster.Cluster, prefix string) string {
-	t.Helper()
-	ns := operatorNamespace(t, c, prefix)
-	subscribe(t, c, ns, Zeta.Name, Zeta, v1alpha1.ApprovalAutomatic, "")
-	return ns
-}
-
 // TestF4OLMUpgrade replays OLM #3210 as it happens in the field, on OLM's own binaries: v0.25
 // installs an operator and leaves its unpack Job without labels; OLM is upgraded to v0.28, which
 // looks unpack Jobs up by label only; a second install of the same bundle then fails with
@@ -151,62 +107,65 @@ func installZeta(t *testing.T, c *cluster.Cluster, prefix string) string {
 //     second install succeeds.
 func TestF4OLMUpgrade(t *testing.T) {
 	if version() != Version {
-		t.Skipf("replays the %s -> %s upgrade; OLM under test is %s", olmBefore, olmAfter, version())
+		t.Skipf("replays the %s -> %s upgrade; OLM under test is %s", OLMBefore, OLMAfter, version())
 	}
 	unpackName := olm.UnpackName(Zeta.Image("1.0.0"))
 	csv := Zeta.CSVName("1.0.0")
 
+	// Each order has a cluster of its own: they run side by side.
 	t.Run("stock, then olmguard after the failure", func(t *testing.T) {
+		t.Parallel()
 		u := startUpgradeCluster(t, "f4-after")
-		first := installZeta(t, u.c, "f4-first")
-		waitCSV(t, u.c, first, csv)
+		first := must(u.InstallZeta(context.Background(), "f4-first"))(t)
+		waitCSV(t, u.C, first, csv)
 		job := &batchv1.Job{}
-		if err := u.c.Client.Get(context.Background(), client.ObjectKey{Namespace: cluster.OLMNamespace, Name: unpackName}, job); err != nil {
-			t.Fatalf("OLM %s left no unpack Job %s: %v", olmBefore, unpackName, err)
+		if err := u.C.Client.Get(context.Background(), client.ObjectKey{Namespace: cluster.OLMNamespace, Name: unpackName}, job); err != nil {
+			t.Fatalf("OLM %s left no unpack Job %s: %v", OLMBefore, unpackName, err)
 		}
 		if job.Labels[olm.BundleUnpackRefLabel] != "" {
-			t.Fatalf("OLM %s labelled its unpack Job %v: the scenario needs an unlabelled one", olmBefore, job.Labels)
+			t.Fatalf("OLM %s labelled its unpack Job %v: the scenario needs an unlabelled one", OLMBefore, job.Labels)
 		}
 
-		u.upgradeOLM(t)
-		second := installZeta(t, u.c, "f4-second")
+		upgradeOLM(t, u)
+		second := must(u.InstallZeta(context.Background(), "f4-second"))(t)
 		failure := fmt.Sprintf("jobs.batch %q already exists", unpackName)
-		testenv.Eventually(t, "OLM "+olmAfter+" logs "+failure, func(context.Context) (bool, error) {
-			logs, err := u.olm.Logs()
+		testenv.Eventually(t, "OLM "+OLMAfter+" logs "+failure, func(context.Context) (bool, error) {
+			logs, err := u.OLM.Logs()
 			return strings.Contains(logs, failure), err
 		})
 		time.Sleep(stockStuckFor)
-		if err := u.c.Client.Get(context.Background(), client.ObjectKey{Namespace: second, Name: csv}, &v1alpha1.ClusterServiceVersion{}); err == nil {
-			t.Fatalf("stock OLM %s installed %s in %s after logging %s: the #3210 scenario did not reproduce", olmAfter, csv, second, failure)
+		if err := u.C.Client.Get(context.Background(), client.ObjectKey{Namespace: second, Name: csv}, &v1alpha1.ClusterServiceVersion{}); err == nil {
+			t.Fatalf("stock OLM %s installed %s in %s after logging %s: the #3210 scenario did not reproduce", OLMAfter, csv, second, failure)
 		}
-		t.Logf("stock OLM %s: the second install is stuck %s after %s", olmAfter, stockStuckFor, failure)
+		t.Logf("stock OLM %s: the second install is stuck %s after %s", OLMAfter, stockStuckFor, failure)
 
 		started := time.Now()
-		runOlmguard(t, u.c)
-		waitCSV(t, u.c, second, csv)
+		runOlmguard(t, u.C)
+		waitCSV(t, u.C, second, csv)
 		t.Logf("olmguard installed after the failure: %s Succeeded in %s %s after olmguard started", csv, second, time.Since(started).Round(100*time.Millisecond))
-		checkNudgedByController(t, u.c, second)
-		checkLogs(t, u.olm)
+		checkNudgedByController(t, u.C, second)
+		checkLogs(t, u.OLM)
 	})
 
 	t.Run("olmguard from the start", func(t *testing.T) {
+		t.Parallel()
 		u := startUpgradeCluster(t, "f4-start")
-		runOlmguard(t, u.c)
-		created := watchJobNames(t, u.c)
-		first := installZeta(t, u.c, "f4-first")
-		waitCSV(t, u.c, first, csv)
+		runOlmguard(t, u.C)
+		created := watchJobNames(t, u.C)
+		first := must(u.InstallZeta(context.Background(), "f4-first"))(t)
+		waitCSV(t, u.C, first, csv)
 		for _, name := range created.get() {
 			if name != unpackName {
-				t.Errorf("on OLM %s an unpack Job was created as %s, not OLM's %s: v0.25 finds its Jobs by name", olmBefore, name, unpackName)
+				t.Errorf("on OLM %s an unpack Job was created as %s, not OLM's %s: v0.25 finds its Jobs by name", OLMBefore, name, unpackName)
 			}
 		}
-		t.Logf("OLM %s created unpack Jobs %v with olmguard running", olmBefore, created.get())
+		t.Logf("OLM %s created unpack Jobs %v with olmguard running", OLMBefore, created.get())
 
-		u.upgradeOLM(t)
-		second := installZeta(t, u.c, "f4-second")
-		waitCSV(t, u.c, second, csv)
-		t.Logf("olmguard from the start: %s Succeeded in %s after the upgrade to %s", csv, second, olmAfter)
-		checkLogs(t, u.olm)
+		upgradeOLM(t, u)
+		second := must(u.InstallZeta(context.Background(), "f4-second"))(t)
+		waitCSV(t, u.C, second, csv)
+		t.Logf("olmguard from the start: %s Succeeded in %s after the upgrade to %s", csv, second, OLMAfter)
+		checkLogs(t, u.OLM)
 	})
 }
 

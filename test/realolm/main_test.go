@@ -4,52 +4,26 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
-	"github.com/olmguard/olmguard/test/testbin"
-	"github.com/olmguard/olmguard/test/testenv"
 )
-
-// Version is the OLM release the tier runs by default (OLMGUARD_OLM_VERSION overrides it).
-const Version = "v0.46.0"
-
-// The catalog every test installs from.
-var (
-	Alpha = Package{Name: "alpha", Versions: []string{"1.0.0", "2.0.0", "3.0.0"}}
-	Beta  = Package{Name: "beta", Versions: []string{"1.0.0"}}
-	// Gamma and Delta are each installed once, by the F3 test, so no other CSV shares their
-	// bundled ClusterRole: stock OLM, then olmguard, uninstalls them.
-	Gamma = Package{Name: "gamma", Versions: []string{"1.0.0"}}
-	Delta = Package{Name: "delta", Versions: []string{"1.0.0"}}
-)
-
-// CatalogName is the CatalogSource in OLM's namespace serving Alpha and Beta.
-const CatalogName = "realolm"
 
 func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard())
-	// OLM's operators need OLM's own CRDs (Operator, OperatorCondition, OLMConfig, ...).
-	if os.Getenv(testenv.EnvOLMCRDs) == "" {
-		if root, err := testbin.RepoRoot(); err == nil {
-			_ = os.Setenv(testenv.EnvOLMCRDs, filepath.Join(root, "..", "shared", "olm-crds"))
-		}
+	if err := UseOLMCRDs(); err != nil {
+		fmt.Fprintf(os.Stderr, "[realolm] %v\n", err)
+		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "[realolm] OLM under test: %s\n", version())
+	fmt.Fprintf(os.Stderr, "[realolm] OLM under test: %s; F4 replays an upgrade from %s to %s\n", version(), OLMBefore, OLMAfter)
 	cluster.Main(m, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d", os.Getpid())})
 }
 
@@ -72,22 +46,9 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 	t.Helper()
 	c := cluster.Shared(t)
 	shared.once.Do(func() {
-		if _, err := os.Stat(os.Getenv(testenv.EnvOLMCRDs)); err != nil {
-			shared.err = fmt.Errorf("OLM's CRDs: %w", err)
-			return
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if shared.olm, shared.err = c.StartOLM(ctx, version()); shared.err != nil {
-			return
-		}
-		// Not the first test's TempDir: every later test unpacks bundles from here.
-		dir, images, err := WriteCatalog(filepath.Join(shared.olm.Dir(), "catalog"), Alpha, Beta, Gamma, Delta, Epsilon, Eta, Theta)
-		if err != nil {
-			shared.err = err
-			return
-		}
-		shared.err = shared.olm.ServeCatalog(ctx, CatalogName, dir, images)
+		shared.olm, shared.err = StartOLM(ctx, c, version(), Alpha, Beta, Gamma, Delta, Epsilon, Eta, Theta)
 	})
 	if shared.err != nil {
 		t.Fatalf("starting OLM %s: %v", version(), shared.err)
@@ -95,33 +56,27 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 	return c, shared.olm
 }
 
+// must(f())(t) is f's value, or the test fails on f's error.
+func must[T any](v T, err error) func(t *testing.T) T {
+	return func(t *testing.T) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
 // operatorNamespace creates a fresh namespace with an OperatorGroup targeting it.
 func operatorNamespace(t *testing.T, c *cluster.Cluster, prefix string) string {
 	t.Helper()
-	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := c.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	og := &olmv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "og", Namespace: ns.Name},
-		Spec: olmv1.OperatorGroupSpec{TargetNamespaces: []string{ns.Name}}}
-	if err := c.Client.Create(ctx, og); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
-
-// newSubscription is a Subscription to pkg from the test catalog.
-func newSubscription(ns, name string, pkg Package, approval v1alpha1.Approval, startingCSV string) *v1alpha1.Subscription {
-	return &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.SubscriptionSpec{Package: pkg.Name, Channel: "stable", CatalogSource: CatalogName,
-			CatalogSourceNamespace: cluster.OLMNamespace, InstallPlanApproval: approval, StartingCSV: startingCSV}}
+	return must(OperatorNamespace(context.Background(), c.Client, prefix))(t)
 }
 
 // subscribe creates a Subscription to pkg from the test catalog.
 func subscribe(t *testing.T, c *cluster.Cluster, ns, name string, pkg Package, approval v1alpha1.Approval, startingCSV string) *v1alpha1.Subscription {
 	t.Helper()
-	sub := newSubscription(ns, name, pkg, approval, startingCSV)
+	sub := NewSubscription(ns, name, pkg, approval, startingCSV)
 	if err := c.Client.Create(context.Background(), sub); err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +86,12 @@ func subscribe(t *testing.T, c *cluster.Cluster, ns, name string, pkg Package, a
 // waitCSV waits until CSV name in ns reaches phase Succeeded.
 func waitCSV(t *testing.T, c *cluster.Cluster, ns, name string) *v1alpha1.ClusterServiceVersion {
 	t.Helper()
-	if err := csvSucceeded(c, ns, name); err != nil {
-		t.Fatalf("CSV %s/%s never Succeeded: %v", ns, name, err)
+	ctx := context.Background()
+	if err := CSVSucceeded(ctx, c.Client, ns, name); err != nil {
+		t.Fatal(err)
 	}
 	csv := &v1alpha1.ClusterServiceVersion{}
-	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, csv); err != nil {
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, csv); err != nil {
 		t.Fatal(err)
 	}
 	return csv
@@ -151,28 +107,6 @@ func TestInstall(t *testing.T) {
 	if logs, err := o.Logs(); err == nil && strings.Contains(logs, "panic") {
 		t.Errorf("OLM panicked: see its logs")
 	}
-}
-
-// waitNoPlanInstalling waits until no InstallPlan of ns is Installing: a plan that is executes to
-// its end whether or not its Subscription and CSVs still exist, and recreates what it lists.
-func waitNoPlanInstalling(t *testing.T, c *cluster.Cluster, ns string) {
-	t.Helper()
-	testenv.Eventually(t, "no plan Installing in "+ns, func(ctx context.Context) (bool, error) {
-		plans := &v1alpha1.InstallPlanList{}
-		if err := c.Client.List(ctx, plans, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
-		return !slices.ContainsFunc(plans.Items, func(p v1alpha1.InstallPlan) bool {
-			return p.DeletionTimestamp == nil && p.Status.Phase == v1alpha1.InstallPlanPhaseInstalling
-		}), nil
-	})
-}
-
-// poll waits up to testenv.Patience for cond, polling every 100 ms.
-func poll(cond func(ctx context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
-	defer cancel()
-	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond)
 }
 
 // checkLogs fails the test on what olmguard must never cause in OLM: a request its webhook denied

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
+)
+
+// realRows are the rows replayed on OLM's own binaries.
+type realRows struct{ f1, f3, f4 row }
+
+// realOLMAvailable says why the real-OLM rows cannot run, or nil: they need OLM's binaries and
+// CRDs from ../shared (see ../shared/olm/README).
+func realOLMAvailable() error {
+	for _, v := range []string{realolm.Version, realolm.OLMBefore, realolm.OLMAfter} {
+		if _, err := cluster.OLMBinaries(v); err != nil {
+			return err
+		}
+	}
+	return realolm.UseOLMCRDs()
+}
+
+// runOlmguard starts olmguard's webhook and controller against c; stop undoes it.
+func runOlmguard(ctx context.Context, bin string, c *cluster.Cluster) (stop func(), err error) {
+	if err := c.CreateNamespace(ctx, olmguard.DefaultNamespace); err != nil {
+		return nil, err
+	}
+	wh, err := procs.StartWebhook(bin, c.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	ctrl, err := procs.StartController(bin, c.Kubeconfig)
+	if err != nil {
+		wh.Stop()
+		return nil, err
+	}
+	time.Sleep(2 * time.Second) // the apiserver picks up new webhook configurations asynchronously
+	return func() {
+		ctrl.Stop()
+		wh.Stop()
+		_ = procs.RemoveWebhookConfigurations(context.Background(), c.Client)
+	}, nil
+}
+
+// realOLM replays F1 and F3 on OLM realolm.Version and F4 across the OLM upgrade realolm.OLMBefore
+// -> realolm.OLMAfter, each on stock OLM and then with olmguard, on clusters of their own.
+func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
+	var rows realRows
+	done := d.step("starting a second local cluster with OLM %s (its own olm-operator and catalog-operator)", realolm.Version)
+	c, err := cluster.Start(ctx, cluster.Options{Name: "olmguard-demo-realolm", Log: io.Discard})
+	if err != nil {
+		return rows, err
+	}
+	defer c.Stop()
+	if _, err := realolm.StartOLM(ctx, c, realolm.Version, realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta); err != nil {
+		return rows, err
+	}
+	done()
+
+	fmt.Fprintf(d.out, "\n--- stock OLM %s ---\n", realolm.Version)
+	f1Stock, err := d.realF1(ctx, c, "stock", realF1Namespaces)
+	if err != nil {
+		return rows, err
+	}
+	f3Stock, err := d.realF3(ctx, c, realolm.Gamma, "stock")
+	if err != nil {
+		return rows, err
+	}
+	fmt.Fprintf(d.out, "\n--- OLM %s with olmguard ---\n", realolm.Version)
+	done = d.step("starting olmguard's webhook and controller")
+	stop, err := runOlmguard(ctx, bin, c)
+	if err != nil {
+		return rows, err
+	}
+	defer stop()
+	done()
+	f1Guarded, err := d.realF1(ctx, c, "guarded", realF1Namespaces)
+	if err != nil {
+		return rows, err
+	}
+	f3Guarded, err := d.realF3(ctx, c, realolm.Delta, "guarded")
+	if err != nil {
+		return rows, err
+	}
+	f4Stock, f4Guarded, err := d.realF4(ctx, bin)
+	if err != nil {
+		return rows, err
+	}
+	real := "OLM " + realolm.Version
+	rows.f1 = row{"F1 InstallPlan misses a Subscription owner", "#3199", real, f1Stock, f1Guarded}
+	rows.f3 = row{"F3 objects left after uninstall", "#2985", real, f3Stock, f3Guarded}
+	rows.f4 = row{"F4 second install of a bundle stuck", "#3210", "OLM " + realolm.OLMBefore + " -> " + realolm.OLMAfter, f4Stock, f4Guarded}
+	return rows, nil
+}
+
+// realF1Namespaces is how many namespaces each interleaving of #3199 uses on real OLM, which
+// resolves namespaces one after another (about ten seconds each).
+const realF1Namespaces = 3
+
+// realF1 replays both interleavings of OLM #3199 in n fresh namespaces each.
+func (d *demo) realF1(ctx context.Context, c *cluster.Cluster, mode string, n int) (string, error) {
+	done := d.step("F1: two Subscriptions created moments apart (A settled then B; A Manual approved then B Automatic), %d namespaces each", n)
+	missing, total := 0, 0
+	for i, round := range []realolm.F1Round{realolm.SettledThenSecond, realolm.ManualThenAutomatic} {
+		results, err := round(ctx, c.Client, fmt.Sprintf("demo-f1-%s-%d", mode, i), n)
+		if err != nil {
+			return "", err
+		}
+		missing += len(realolm.Missing(results))
+		total += len(results)
+	}
+	done()
+	res := fmt.Sprintf("%d/%d plans miss an owner", missing, total)
+	if missing == 0 && mode == "stock" {
+		res += " (OLM's race not hit this run)"
+	}
+	fmt.Fprintf(d.out, "    %s\n", res)
+	return res, nil
+}
+
+// realF3 installs pkg, creates an operand and uninstalls the operator as a user does.
+func (d *demo) realF3(ctx context.Context, c *cluster.Cluster, pkg realolm.Package, mode string) (string, error) {
+	done := d.step("F3: installing %s (it ships a ClusterRole in its bundle), creating an operand, uninstalling it", pkg.Name)
+	u, err := realolm.Uninstall(ctx, c.Client, pkg, "demo-f3-"+mode)
+	if err != nil {
+		return "", err
+	}
+	done()
+	res := "bundled ClusterRole deleted"
+	if u.RoleLeft {
+		res = "bundled ClusterRole left"
+	}
+	if u.OperandLeft {
+		res += ", operand kept"
+	} else {
+		res += ", operand deleted"
+	}
+	fmt.Fprintf(d.out, "    %s\n", res)
+	return res, nil
+}
+
+// stockStuckFor is how long the stock F4 install is watched after OLM logged its failure.
+const stockStuckFor = 20 * time.Second
+
+// realF4 replays OLM #3210 as it happens in the field: OLM v0.25 installs an operator, OLM is
+// upgraded to v0.28, a second install of the same bundle fails on the Job v0.25 left; then
+// olmguard starts and the stuck install goes through.
+func (d *demo) realF4(ctx context.Context, bin string) (stock, guarded string, err error) {
+	done := d.step("F4: a third cluster: OLM %s installs an operator; OLM is upgraded to %s; the same operator is installed into a second namespace", realolm.OLMBefore, realolm.OLMAfter)
+	u, err := realolm.StartUpgradeCluster(ctx, "olmguard-demo-f4", io.Discard)
+	if err != nil {
+		return "", "", err
+	}
+	defer u.C.Stop()
+	csv := realolm.Zeta.CSVName(realolm.Zeta.Versions[0])
+	first, err := u.InstallZeta(ctx, "demo-f4-first")
+	if err == nil {
+		err = realolm.CSVSucceeded(ctx, u.C.Client, first, csv)
+	}
+	if err == nil {
+		err = u.UpgradeOLM(ctx)
+	}
+	var second string
+	if err == nil {
+		second, err = u.InstallZeta(ctx, "demo-f4-second")
+	}
+	if err != nil {
+		return "", "", err
+	}
+	failure := fmt.Sprintf("jobs.batch %q already exists", olm.UnpackName(realolm.Zeta.Image(realolm.Zeta.Versions[0])))
+	logged := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		logs, err := u.OLM.Logs()
+		return strings.Contains(logs, failure), err
+	})
+	installed := wait.PollUntilContextTimeout(ctx, time.Second, stockStuckFor, true, func(ctx context.Context) (bool, error) {
+		return succeeded(ctx, u.C.Client, second, csv), nil
+	})
+	done()
+	switch {
+	case installed == nil:
+		stock = "second install succeeded"
+	case logged == nil:
+		stock = fmt.Sprintf("second install stuck (%s), no retry in %s", "Job already exists", stockStuckFor)
+	default:
+		stock = fmt.Sprintf("second install stuck %s", stockStuckFor)
+	}
+	fmt.Fprintf(d.out, "    stock: %s\n", stock)
+
+	done = d.step("F4: starting olmguard on that cluster")
+	stop, err := runOlmguard(ctx, bin, u.C)
+	if err != nil {
+		return "", "", err
+	}
+	defer stop()
+	started := time.Now()
+	err = realolm.CSVSucceeded(ctx, u.C.Client, second, csv)
+	done()
+	guarded = fmt.Sprintf("stuck install succeeded %s after olmguard started", time.Since(started).Round(time.Second))
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
+		guarded = "still stuck: " + err.Error()
+	}
+	fmt.Fprintf(d.out, "    %s\n", guarded)
+	return stock, guarded, nil
+}
+
+// succeeded reports whether CSV name in ns is Succeeded now.
+func succeeded(ctx context.Context, c client.Client, ns, name string) bool {
+	csv := &v1alpha1.ClusterServiceVersion{}
+	return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, csv) == nil && csv.Status.Phase == v1alpha1.CSVPhaseSucceeded
+}

@@ -1,0 +1,376 @@
+package realolm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testbin"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+// Version is the OLM release the tier runs by default (OLMGUARD_OLM_VERSION overrides it).
+const Version = "v0.46.0"
+
+// The catalog every test installs from.
+var (
+	Alpha = Package{Name: "alpha", Versions: []string{"1.0.0", "2.0.0", "3.0.0"}}
+	Beta  = Package{Name: "beta", Versions: []string{"1.0.0"}}
+	// Gamma and Delta are each installed once, by the F3 test, so no other CSV shares their
+	// bundled ClusterRole: stock OLM, then olmguard, uninstalls them.
+	Gamma = Package{Name: "gamma", Versions: []string{"1.0.0"}}
+	Delta = Package{Name: "delta", Versions: []string{"1.0.0"}}
+)
+
+// CatalogName is the CatalogSource in OLM's namespace serving Alpha and Beta.
+const CatalogName = "realolm"
+
+// The scenarios below are what the tests and `make demo` replay on real OLM. They return errors
+// instead of failing a test, and wait at most testenv.Patience for each state.
+
+// poll waits up to testenv.Patience for cond, polling every 100 ms.
+func poll(ctx context.Context, cond func(ctx context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, testenv.Patience)
+	defer cancel()
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond)
+}
+
+// OperatorNamespace creates a fresh namespace with an OperatorGroup targeting it.
+func OperatorNamespace(ctx context.Context, c client.Client, prefix string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		return "", err
+	}
+	og := &olmv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "og", Namespace: ns.Name},
+		Spec: olmv1.OperatorGroupSpec{TargetNamespaces: []string{ns.Name}}}
+	return ns.Name, c.Create(ctx, og)
+}
+
+// NewSubscription is a Subscription to pkg from the test catalog.
+func NewSubscription(ns, name string, pkg Package, approval v1alpha1.Approval, startingCSV string) *v1alpha1.Subscription {
+	return &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.SubscriptionSpec{Package: pkg.Name, Channel: "stable", CatalogSource: CatalogName,
+			CatalogSourceNamespace: cluster.OLMNamespace, InstallPlanApproval: approval, StartingCSV: startingCSV}}
+}
+
+// CSVSucceeded waits until CSV name in ns reaches phase Succeeded.
+func CSVSucceeded(ctx context.Context, c client.Client, ns, name string) error {
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
+		csv := &v1alpha1.ClusterServiceVersion{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, csv)
+		return err == nil && csv.Status.Phase == v1alpha1.CSVPhaseSucceeded, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("CSV %s/%s never Succeeded: %w", ns, name, err)
+	}
+	return nil
+}
+
+// PlanOf waits until OLM points sub at a plan, and returns the plan.
+func PlanOf(ctx context.Context, c client.Client, sub *v1alpha1.Subscription) (*v1alpha1.InstallPlan, error) {
+	var plan *v1alpha1.InstallPlan
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
+		s := &v1alpha1.Subscription{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(sub), s); err != nil {
+			return false, err
+		}
+		if s.Status.InstallPlanRef == nil {
+			return false, nil
+		}
+		p := &v1alpha1.InstallPlan{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.InstallPlanRef.Name}, p); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		plan = p
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("Subscription %s/%s never got an InstallPlan: %w", sub.Namespace, sub.Name, err)
+	}
+	return plan, nil
+}
+
+// SubscriptionAtLatest waits for the Subscription's status to catch up with its CSV (it trails
+// the CSV's Succeeded by up to a second on real OLM).
+func SubscriptionAtLatest(ctx context.Context, c client.Client, ns, name string) error {
+	return poll(ctx, func(ctx context.Context) (bool, error) {
+		sub := &v1alpha1.Subscription{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sub); err != nil {
+			return false, err
+		}
+		return sub.Status.State == v1alpha1.SubscriptionStateAtLatest && sub.Status.InstalledCSV != "", nil
+	})
+}
+
+// NoPlanInstalling waits until no InstallPlan of ns is Installing: a plan that is executes to its
+// end whether or not its Subscription and CSVs still exist, and recreates what it lists.
+func NoPlanInstalling(ctx context.Context, c client.Client, ns string) error {
+	return poll(ctx, func(ctx context.Context) (bool, error) {
+		plans := &v1alpha1.InstallPlanList{}
+		if err := c.List(ctx, plans, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, p := range plans.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == v1alpha1.InstallPlanPhaseInstalling {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// F1Result is one namespace of an F1 round: Subscription B and the plan it was installed by.
+type F1Result struct {
+	NS   string
+	Sub  *v1alpha1.Subscription
+	Plan *v1alpha1.InstallPlan
+}
+
+// F1Round is one interleaving of OLM #3199, replayed in n fresh namespaces side by side.
+type F1Round func(ctx context.Context, c client.Client, prefix string, n int) ([]F1Result, error)
+
+// SettledThenSecond installs Beta through Subscription A and, the moment A's CSV succeeds,
+// subscribes B to Alpha. OLM is then still syncing the namespace for A; it resolves both
+// Subscriptions for B's plan but may write the plan's owners from a list taken before B existed
+// (OLM #3199, olm-facts.md §1.5).
+func SettledThenSecond(ctx context.Context, c client.Client, prefix string, n int) ([]F1Result, error) {
+	return f1Round(ctx, c, prefix, n, v1alpha1.ApprovalAutomatic, func(ctx context.Context, r *F1Result, _ *v1alpha1.Subscription) error {
+		return CSVSucceeded(ctx, c, r.NS, Beta.CSVName("1.0.0"))
+	})
+}
+
+// ManualThenAutomatic is the reproduction of OLM #3199: Subscription A with Manual approval, its
+// plan approved, and at once Subscription B with Automatic approval. The approval starts a
+// namespace sync; B created between its two Subscription lists is resolved but left out of the
+// owners of the plan that installs it.
+func ManualThenAutomatic(ctx context.Context, c client.Client, prefix string, n int) ([]F1Result, error) {
+	return f1Round(ctx, c, prefix, n, v1alpha1.ApprovalManual, func(ctx context.Context, r *F1Result, a *v1alpha1.Subscription) error {
+		plan, err := PlanOf(ctx, c, a)
+		if err != nil {
+			return err
+		}
+		return c.Patch(ctx, plan, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"approved":true}}`)))
+	})
+}
+
+// f1Round subscribes A to Beta with approvalA in n fresh namespaces, then in each, side by side,
+// runs before and subscribes B to Alpha, and returns B and its plan.
+func f1Round(ctx context.Context, c client.Client, prefix string, n int, approvalA v1alpha1.Approval,
+	before func(context.Context, *F1Result, *v1alpha1.Subscription) error) ([]F1Result, error) {
+	results := make([]F1Result, n)
+	subs := make([]*v1alpha1.Subscription, n)
+	for i := range results {
+		ns, err := OperatorNamespace(ctx, c, prefix)
+		if err != nil {
+			return nil, err
+		}
+		results[i].NS = ns
+		subs[i] = NewSubscription(ns, "a", Beta, approvalA, "")
+		if err := c.Create(ctx, subs[i]); err != nil {
+			return nil, err
+		}
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func(r *F1Result, a *v1alpha1.Subscription, err *error) {
+			defer wg.Done()
+			if *err = before(ctx, r, a); *err != nil {
+				return
+			}
+			r.Sub = NewSubscription(r.NS, "b", Alpha, v1alpha1.ApprovalAutomatic, "")
+			if *err = c.Create(ctx, r.Sub); *err != nil {
+				return
+			}
+			r.Plan, *err = PlanOf(ctx, c, r.Sub)
+		}(&results[i], subs[i], &errs[i])
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("namespace %s: %w", results[i].NS, err)
+		}
+	}
+	return results, nil
+}
+
+// Missing returns the results whose plan lacks Subscription B's ownerReference.
+func Missing(results []F1Result) []F1Result {
+	var out []F1Result
+	for _, r := range results {
+		if !scenario.OwnedBy(r.Plan, r.Sub.UID) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Uninstalled is what an uninstall of a settled operator left.
+type Uninstalled struct {
+	NS          string
+	RoleLeft    bool // the bundle's ClusterRole
+	OperandLeft bool // the Widget the user created
+}
+
+// Uninstall installs pkg in a fresh namespace, creates one operand, waits until the install has
+// settled, then uninstalls the operator as a user does (delete the Subscription, then the CSV) and
+// waits until the CSV is gone. A CSV deleted while its plan is still Installing is created again
+// by OLM (docs/cleanup.md); that is reported as an error here.
+func Uninstall(ctx context.Context, c client.Client, pkg Package, prefix string) (Uninstalled, error) {
+	ns, err := OperatorNamespace(ctx, c, prefix)
+	out := Uninstalled{NS: ns}
+	if err != nil {
+		return out, err
+	}
+	sub := NewSubscription(ns, pkg.Name, pkg, v1alpha1.ApprovalAutomatic, "")
+	if err := c.Create(ctx, sub); err != nil {
+		return out, err
+	}
+	csv := &v1alpha1.ClusterServiceVersion{}
+	csv.Namespace, csv.Name = ns, pkg.CSVName(pkg.Versions[0])
+	if err := CSVSucceeded(ctx, c, ns, csv.Name); err != nil {
+		return out, err
+	}
+	if err := SubscriptionAtLatest(ctx, c, ns, sub.Name); err != nil {
+		return out, err
+	}
+	if err := NoPlanInstalling(ctx, c, ns); err != nil {
+		return out, err
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(csv), csv); err != nil {
+		return out, err
+	}
+	operand := &unstructured.Unstructured{}
+	operand.SetGroupVersionKind(schema.GroupVersionKind{Group: pkg.Group(), Version: "v1", Kind: "Widget"})
+	operand.SetNamespace(ns)
+	operand.SetName("data")
+	if err := c.Create(ctx, operand); err != nil {
+		return out, err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := c.Get(ctx, client.ObjectKey{Name: pkg.BundledClusterRole()}, role); err != nil {
+		return out, fmt.Errorf("OLM did not create the bundled ClusterRole: %w", err)
+	}
+	if err := c.Delete(ctx, sub); err != nil {
+		return out, err
+	}
+	if err := c.Delete(ctx, csv); err != nil {
+		return out, err
+	}
+	err = poll(ctx, func(ctx context.Context) (bool, error) {
+		now := &v1alpha1.ClusterServiceVersion{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(csv), now)
+		if err == nil && now.UID != csv.UID {
+			return false, fmt.Errorf("OLM created CSV %s/%s again after the uninstall (uid %s, was %s)", ns, csv.Name, now.UID, csv.UID)
+		}
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return out, fmt.Errorf("CSV %s/%s not deleted: %w", ns, csv.Name, err)
+	}
+	roleErr := c.Get(ctx, client.ObjectKeyFromObject(role), &rbacv1.ClusterRole{})
+	operandErr := c.Get(ctx, client.ObjectKeyFromObject(operand), operand.DeepCopy())
+	out.RoleLeft, out.OperandLeft = roleErr == nil, operandErr == nil
+	return out, nil
+}
+
+// UseOLMCRDs makes the clusters started after it serve OLM's own CRDs, which OLM's operators need
+// (Operator, OperatorCondition, OLMConfig, ...): the directory in OLMGUARD_OLM_CRDS, or
+// ../shared/olm-crds beside the checkout.
+func UseOLMCRDs() error {
+	dir := os.Getenv(testenv.EnvOLMCRDs)
+	if dir == "" {
+		root, err := testbin.RepoRoot()
+		if err != nil {
+			return err
+		}
+		dir = filepath.Join(root, "..", "shared", "olm-crds")
+		if err := os.Setenv(testenv.EnvOLMCRDs, dir); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("OLM's CRDs (set %s): %w", testenv.EnvOLMCRDs, err)
+	}
+	return nil
+}
+
+// StartOLM runs OLM version on c and serves pkgs from the catalog CatalogName, READY on return.
+func StartOLM(ctx context.Context, c *cluster.Cluster, version string, pkgs ...Package) (*cluster.OLM, error) {
+	o, err := c.StartOLM(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	// Beside OLM's logs, not in a test's TempDir: every later test unpacks bundles from here.
+	dir, images, err := WriteCatalog(filepath.Join(o.Dir(), "catalog"), pkgs...)
+	if err != nil {
+		return nil, err
+	}
+	return o, o.ServeCatalog(ctx, CatalogName, dir, images)
+}
+
+// The OLM releases of F4's field scenario (OLM #3210): v0.25 finds unpack Jobs by name and leaves
+// them unlabelled; v0.26 to v0.28 find them by label only.
+const (
+	OLMBefore = "v0.25.0"
+	OLMAfter  = "v0.28.0"
+)
+
+// Zeta is the operator installed twice across the OLM upgrade.
+var Zeta = Package{Name: "zeta", Versions: []string{"1.0.0"}}
+
+// UpgradeCluster is a one-node cluster of its own running OLM v0.25 with a catalog serving Zeta.
+type UpgradeCluster struct {
+	C   *cluster.Cluster
+	OLM *cluster.OLM
+}
+
+// StartUpgradeCluster starts the cluster name with OLM OLMBefore. Stop it with C.Stop.
+func StartUpgradeCluster(ctx context.Context, name string, log io.Writer) (*UpgradeCluster, error) {
+	c, err := cluster.Start(ctx, cluster.Options{Name: name, Nodes: 1, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	u := &UpgradeCluster{C: c}
+	if u.OLM, err = StartOLM(ctx, c, OLMBefore, Zeta); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return u, nil
+}
+
+// UpgradeOLM stops OLM OLMBefore and starts OLMAfter on the same cluster, as an OLM upgrade does.
+func (u *UpgradeCluster) UpgradeOLM(ctx context.Context) error {
+	u.OLM.Stop()
+	var err error
+	u.OLM, err = StartOLM(ctx, u.C, OLMAfter, Zeta)
+	return err
+}
+
+// InstallZeta subscribes to Zeta in a fresh namespace.
+func (u *UpgradeCluster) InstallZeta(ctx context.Context, prefix string) (string, error) {
+	ns, err := OperatorNamespace(ctx, u.C.Client, prefix)
+	if err != nil {
+		return "", err
+	}
+	return ns, u.C.Client.Create(ctx, NewSubscription(ns, Zeta.Name, Zeta, v1alpha1.ApprovalAutomatic, ""))
+}
