@@ -71,6 +71,12 @@ e2e-long: binaries
 ## image: build olmguard's container image (needs Docker). IMG=<repo:tag> to name it.
 IMG ?= ghcr.io/olmguard/olmguard:dev
 OVERLAY ?= self-signed
+## image-archive: the same image without Docker, as an OCI archive, bin/olmguard-image.tar, named
+## IMG (internal/image; a test keeps it and the Dockerfile in agreement).
+.PHONY: image-archive
+image-archive:
+	$(GO) run ./hack/image -name $(IMG) -o bin/olmguard-image.tar
+
 .PHONY: image deploy undeploy e2e-kind
 image:
 	docker build -t $(IMG) .
