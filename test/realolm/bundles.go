@@ -22,6 +22,9 @@ import (
 type Package struct {
 	Name     string
 	Versions []string // e.g. 1.0.0, 2.0.0
+	// CleanupEnabled sets the CSVs' spec.cleanup.enabled: OLM's own opt-in for operand deletion
+	// on uninstall, which OLM never implemented and olmguard honours.
+	CleanupEnabled bool
 }
 
 // CSVName is the CSV name of version v.
@@ -46,7 +49,7 @@ func (p Package) SimBundle(i int) olmsim.Bundle {
 	b := olmsim.Bundle{Package: p.Name, Channel: "stable", CSVName: p.CSVName(v), Version: v, Image: p.Image(v),
 		OwnedCRDs:          []v1alpha1.CRDDescription{{Name: p.CRDName(), Version: "v1", Kind: "Widget"}},
 		ClusterPermissions: []rbacv1.PolicyRule{{APIGroups: []string{p.Group()}, Resources: []string{"widgets"}, Verbs: []string{"*"}}},
-		BundledClusterRole: p.BundledClusterRole()}
+		BundledClusterRole: p.BundledClusterRole(), CleanupEnabled: p.CleanupEnabled}
 	if i > 0 {
 		b.Replaces = p.CSVName(p.Versions[i-1])
 	}
@@ -120,6 +123,9 @@ func writeBundle(dir string, p Package, i int) error {
 	}
 	if i > 0 {
 		spec["replaces"] = p.CSVName(p.Versions[i-1])
+	}
+	if p.CleanupEnabled {
+		spec["cleanup"] = map[string]any{"enabled": true}
 	}
 	csv := map[string]any{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
 		"metadata": map[string]any{"name": p.CSVName(v)}, "spec": spec}

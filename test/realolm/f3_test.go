@@ -15,7 +15,8 @@ import (
 )
 
 // TestF3Uninstall: stock OLM leaves the bundle's ClusterRole behind after an uninstall (OLM
-// #2985); with olmguard it is deleted, and the operator's data stays (operand cleanup is opt-in).
+// #2985); with olmguard it is deleted, and the operator's data stays unless its CSV opted in to
+// operand cleanup (spec.cleanup.enabled), in which case it goes too.
 func TestF3Uninstall(t *testing.T) {
 	c, o := realOLM(t)
 	stock := must(Uninstall(context.Background(), c.Client, Gamma, "f3-stock"))(t)
@@ -32,6 +33,11 @@ func TestF3Uninstall(t *testing.T) {
 	}
 	if !guarded.OperandLeft {
 		t.Errorf("with olmguard and operand cleanup opt-in, the operand in %s was deleted though the CSV did not opt in", guarded.NS)
+	}
+	optedIn := must(Uninstall(context.Background(), c.Client, Iota, "f3-olmguard-opted-in"))(t)
+	if optedIn.RoleLeft || optedIn.OperandLeft {
+		t.Errorf("with olmguard, uninstalling %s, whose CSV sets spec.cleanup.enabled, left its bundled ClusterRole (%v) or its operand (%v) in %s",
+			Iota.Name, optedIn.RoleLeft, optedIn.OperandLeft, optedIn.NS)
 	}
 	checkUnpackJobs(t, c)
 	checkLogs(t, o)

@@ -48,7 +48,7 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		shared.olm, shared.err = StartOLM(ctx, c, version(), Alpha, Beta, Gamma, Delta, Epsilon, Eta, Theta)
+		shared.olm, shared.err = StartOLM(ctx, c, version(), Alpha, Beta, Gamma, Delta, Iota, Epsilon, Eta, Theta)
 	})
 	if shared.err != nil {
 		t.Fatalf("starting OLM %s: %v", version(), shared.err)

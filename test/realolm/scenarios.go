@@ -38,6 +38,9 @@ var (
 	// bundled ClusterRole: stock OLM, then olmguard, uninstalls them.
 	Gamma = Package{Name: "gamma", Versions: []string{"1.0.0"}}
 	Delta = Package{Name: "delta", Versions: []string{"1.0.0"}}
+	// Iota opts in to operand cleanup (spec.cleanup.enabled), uninstalled by the F3 test with
+	// olmguard.
+	Iota = Package{Name: "iota", Versions: []string{"1.0.0"}, CleanupEnabled: true}
 )
 
 // CatalogName is the CatalogSource in OLM's namespace serving Alpha and Beta.
