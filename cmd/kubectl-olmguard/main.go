@@ -1,7 +1,7 @@
 // Command kubectl-olmguard is olmguard's kubectl plugin:
 //
 //	kubectl olmguard doctor      audit the cluster for the OLM failures olmguard fixes (F1–F5)
-//	kubectl olmguard uninstall   remove olmguard's webhook configurations, then its finalizers
+//	kubectl olmguard uninstall   scale olmguard to zero, remove its webhook configurations, then its finalizers
 package main
 
 import (
@@ -30,8 +30,10 @@ Commands:
   doctor      audit the cluster for the OLM failures olmguard fixes (F1–F5) and print each
               problem with a fix; exit status 0 when healthy, 1 when problems are found,
               2 when the audit could not run or was incomplete
-  uninstall   remove olmguard's webhook configurations, then olmguard.io/cleanup from every CSV,
-              so that removing olmguard leaves nothing stuck (OLM's own objects are not touched)
+  uninstall   scale olmguard's Deployments (olmguard-system) to zero, remove its webhook
+              configurations, then olmguard.io/cleanup from every CSV, so that removing olmguard
+              leaves nothing stuck (OLM's own objects are not touched); then delete olmguard's
+              manifests with kubectl delete --ignore-not-found
 
 Flags of every command:
   --kubeconfig FILE   kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster)

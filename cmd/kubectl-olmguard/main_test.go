@@ -17,6 +17,7 @@ func TestUsageAndErrors(t *testing.T) {
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{[]string{"uninstall", "--no-such-flag"}, 2, "no-such-flag"},
 		{[]string{"--help"}, 0, "doctor"},
+		{[]string{"--help"}, 0, "scale olmguard's Deployments (olmguard-system) to zero"},
 		{[]string{"doctor", "-o", "yaml"}, 2, `--output "yaml": must be table or json`},
 		{[]string{"doctor", "--stuck-after=-1s"}, 2, "must not be negative"},
 		{[]string{"doctor", "extra"}, 2, `unexpected argument "extra"`},

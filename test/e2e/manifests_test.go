@@ -81,6 +81,78 @@ func serverSideApply(ctx context.Context, c client.Client, obj *unstructured.Uns
 	return c.Patch(ctx, obj, client.Apply, append(opts, client.FieldValidation("Strict"))...)
 }
 
+// plainApply applies obj with server-side apply as `kubectl apply --server-side` does: field
+// manager "kubectl", no forced ownership, so a field another manager owns is a conflict.
+func plainApply(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
+	obj = obj.DeepCopy()
+	obj.SetManagedFields(nil)
+	return c.Patch(ctx, obj, client.Apply, client.FieldOwner("kubectl"), client.FieldValidation("Strict"))
+}
+
+// checkPlainReapply applies the RBAC of an install twice more as a user re-syncs it (a plain
+// server-side apply), after the aggregation controller filled the aggregated ClusterRole: both
+// applies must succeed and no ClusterRole of olmguard may lose its rules at any moment. A
+// manifest that declares the aggregated role's rules (even empty) conflicts with the
+// clusterrole-aggregation-controller, which owns them, and forcing it empties the role until the
+// controller fills it again.
+func checkPlainReapply(t *testing.T, ctx context.Context, c *cluster.Cluster, objs []*unstructured.Unstructured) {
+	t.Helper()
+	testenv.Eventually(t, "the aggregated controller ClusterRole filled in", func(ctx context.Context) (bool, error) {
+		cr := &rbacv1.ClusterRole{}
+		err := c.Client.Get(ctx, types.NamespacedName{Name: "olmguard-controller"}, cr)
+		return len(cr.Rules) > 0, err
+	})
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	w, err := wc.Watch(watchCtx, &rbacv1.ClusterRoleList{}, client.MatchingLabels{"app.kubernetes.io/name": "olmguard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// A ClusterRole the test creates last marks the end: once the watch has seen it, it has seen
+	// every event the applies caused.
+	const markerName = "olmguard-e2e-reapply-marker"
+	emptied := make(chan []string, 1)
+	go func() {
+		var names []string
+		for ev := range w.ResultChan() {
+			cr, ok := ev.Object.(*rbacv1.ClusterRole)
+			switch {
+			case !ok:
+			case cr.Name == markerName:
+				emptied <- names
+				return
+			case len(cr.Rules) == 0:
+				names = append(names, fmt.Sprintf("%s (%s)", cr.Name, ev.Type))
+			}
+		}
+		emptied <- append(names, "(the watch ended early)")
+	}()
+	for round := 1; round <= 2; round++ {
+		for _, o := range objs {
+			if !isRBAC(o) {
+				continue
+			}
+			if err := plainApply(ctx, c.Client, o); err != nil {
+				t.Errorf("re-apply %d of %s %s without forced ownership: %v", round, o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+	marker := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: markerName, Labels: map[string]string{"app.kubernetes.io/name": "olmguard"}},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}
+	if err := c.Client.Create(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Client.Delete(context.Background(), marker) }()
+	if names := <-emptied; len(names) > 0 {
+		t.Errorf("a plain re-apply left ClusterRoles without rules for a moment: %v", names)
+	}
+}
+
 // isRBAC reports whether an object is part of olmguard's identities and permissions, which the
 // test applies for real (everything else is validated with a dry run: a Deployment of the real
 // image cannot run on kwok's fake nodes, and webhook configurations pointing at it would slow
@@ -130,6 +202,9 @@ func TestManifests(t *testing.T) {
 		rendered[overlay] = objs
 	}
 	applyManifestRBAC(t, ctx, c, rendered["self-signed"])
+	t.Run("re-applied without forced ownership", func(t *testing.T) {
+		checkPlainReapply(t, ctx, c, rendered["self-signed"])
+	})
 	for _, overlay := range manifests.Overlays {
 		t.Run("server-side validation/"+overlay, func(t *testing.T) {
 			kinds := map[string]int{}
