@@ -6,6 +6,7 @@
 #
 #   hack/test-binaries.sh build   build what is missing, then print the bin directory
 #   hack/test-binaries.sh dir     print the bin directory (nothing is built)
+#   hack/test-binaries.sh kubelet build the kubelet if missing, then print its path
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,25 +32,46 @@ timed() { # label command...
   log "built $label in $((SECONDS - start))s"
 }
 
-build_kubernetes() {
-  local out="$cache/bin/kubernetes-$KUBE_VERSION" dir="$cache/build/kubernetes-$KUBE_VERSION"
-  [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] && return 0
+# kube_module prepares the scratch module that builds k8s.io/kubernetes commands into $kube_dir,
+# and the ldflags that stamp their version in $kube_ldflags.
+kube_module() {
+  kube_dir="$cache/build/kubernetes-$KUBE_VERSION"
+  local minor
+  minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
+  # Without these the binaries report v0.0.0-master and version-gated code misbehaves.
+  kube_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+  [ -f "$kube_dir/go.mod" ] && return 0
   # k8s.io/kubernetes points its staging modules at ./staging; a consumer must pin them itself.
-  local gomod staging minor
+  local gomod staging
   gomod=$(GOFLAGS= go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   staging=$(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/.*#\1#p' "$gomod" | sort -u)
   local replaces="replace (" m
   for m in $staging; do replaces+=$'\n\t'"$m => $m v0.${KUBE_VERSION#v1.}"; done
   replaces+=$'\n)'
-  scratch_module "$dir" "k8s.io/kubernetes $KUBE_VERSION" "$replaces"
-  minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
-  # Without these the apiserver reports v0.0.0-master and version-gated code misbehaves.
-  local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+  scratch_module "$kube_dir" "k8s.io/kubernetes $KUBE_VERSION" "$replaces"
+}
+
+build_kubernetes() {
+  local out="$cache/bin/kubernetes-$KUBE_VERSION"
+  [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] && return 0
+  kube_module
   mkdir -p "$out.tmp"
-  (cd "$dir" && timed "kube-apiserver, kube-controller-manager, kube-scheduler $KUBE_VERSION" \
-    env GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 go build -v -trimpath -ldflags "$ldflags" -o "$out.tmp/" \
+  (cd "$kube_dir" && timed "kube-apiserver, kube-controller-manager, kube-scheduler $KUBE_VERSION" \
+    env GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 go build -v -trimpath -ldflags "$kube_ldflags" -o "$out.tmp/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler 2>&1 |
     awk '{n++; if (n % 200 == 0) printf "[test-binaries]   ... %d packages compiled\n", n > "/dev/stderr"}')
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
+# The kubelet of the real-node tier, from the same scratch module as the control plane.
+build_kubelet() {
+  local out="$cache/bin/kubelet-$KUBE_VERSION"
+  [ -x "$out/kubelet" ] && return 0
+  kube_module
+  mkdir -p "$out.tmp"
+  (cd "$kube_dir" && timed "kubelet $KUBE_VERSION" \
+    env GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 go build -trimpath -ldflags "$kube_ldflags" -o "$out.tmp/" \
+      k8s.io/kubernetes/cmd/kubelet)
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 
@@ -95,5 +117,13 @@ case "${1:-build}" in
     link_all
     echo "$bindir"
     ;;
-  *) echo "usage: $0 build|dir" >&2; exit 2 ;;
+  kubelet)
+    # The real-node tier's kubelet: built on demand, cached beside the control plane's binaries.
+    mkdir -p "$cache"
+    exec 9>"$cache/.build.lock"
+    flock 9
+    build_kubelet
+    echo "$cache/bin/kubelet-$KUBE_VERSION/kubelet"
+    ;;
+  *) echo "usage: $0 build|dir|kubelet" >&2; exit 2 ;;
 esac

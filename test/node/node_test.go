@@ -1,0 +1,94 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/testbin"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+// TestNodeRunsAPod: a pod bound to the real node runs and turns Ready through its probe; after
+// Stop the host keeps nothing of the node.
+func TestNodeRunsAPod(t *testing.T) {
+	if err := Supported(); err != nil {
+		if errors.Is(err, ErrUnsupported) && os.Getenv("OLMGUARD_REQUIRE_REAL_NODE") == "" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := testbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet, err := exec.Command(root+"/hack/test-binaries.sh", "kubelet").Output()
+	if err != nil {
+		t.Fatalf("building the kubelet: %v", err)
+	}
+	pause, err := BuildPause(ctx, root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Start(ctx, cluster.Options{Name: "olmguard-node-test", Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	n, err := Start(ctx, c, Options{Kubelet: strings.TrimSpace(string(kubelet)), Images: []string{pause}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pause", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: n.Name, AutomountServiceAccountToken: new(bool),
+			Containers: []corev1.Container{{Name: "pause", Image: SandboxImage, ImagePullPolicy: corev1.PullNever}}}}
+	if err := c.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the pod Running and Ready on the real node", func(ctx context.Context) (bool, error) {
+		p := &corev1.Pod{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
+			return false, err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				t.Logf("pod IP %s", p.Status.PodIP)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err := n.Stop(); err != nil {
+		t.Error(err)
+	}
+	if left := n.Leftovers(); len(left) > 0 {
+		t.Errorf("the node left on the host: %v", left)
+	}
+}
+
+func TestRulesIgnoresEmptyTables(t *testing.T) {
+	empty := "# Generated\n*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [3:120]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"
+	if rules(empty) != rules("") {
+		t.Errorf("an empty table counts as a rule: %q", rules(empty))
+	}
+	for _, dump := range []string{
+		"*filter\n:INPUT DROP [0:0]\nCOMMIT\n",
+		"*nat\n:KUBE-MARK [0:0]\nCOMMIT\n",
+		"*nat\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -j MASQUERADE\nCOMMIT\n",
+	} {
+		if rules(dump) == rules("") {
+			t.Errorf("%q reads as no rules", dump)
+		}
+	}
+}
