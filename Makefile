@@ -56,6 +56,15 @@ cluster-down:
 demo: binaries
 	OLMGUARD_BIN_DIR=$(BIN_DIR) $(GO) run ./test/demo $(DEMO_FLAGS)
 
+## test-realnode: the real-node tier alone: a kubelet with containerd beside the local cluster,
+## olmguard installed on it with the README's kubectl apply -k (needs root; installs the Debian
+## packages it needs with apt-get when missing).
+.PHONY: test-realnode
+test-realnode: binaries
+	hack/install-node-packages.sh
+	hack/test-binaries.sh kubelet >/dev/null
+	$(TEST_ENV) $(GO) test -count=1 -p 1 -timeout 20m -v ./test/node/ ./test/realnode/
+
 ## test-realolm: the real-OLM tier alone (OLM's own operators, ../shared/olm; OLMGUARD_OLM_VERSION);
 ## RUN=<regexp> picks tests, e.g. make test-realolm RUN=TestF3.
 .PHONY: test-realolm

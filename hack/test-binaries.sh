@@ -6,7 +6,7 @@
 #
 #   hack/test-binaries.sh build   build what is missing, then print the bin directory
 #   hack/test-binaries.sh dir     print the bin directory (nothing is built)
-#   hack/test-binaries.sh kubelet build the kubelet if missing, then print its path
+#   hack/test-binaries.sh kubelet build the kubelet and kubectl if missing, then print the kubelet's path
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,15 +63,16 @@ build_kubernetes() {
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 
-# The kubelet of the real-node tier, from the same scratch module as the control plane.
+# The kubelet of the real-node tier, and the kubectl that installs olmguard there as users do,
+# from the same scratch module as the control plane.
 build_kubelet() {
   local out="$cache/bin/kubelet-$KUBE_VERSION"
-  [ -x "$out/kubelet" ] && return 0
+  [ -x "$out/kubelet" ] && [ -x "$out/kubectl" ] && return 0
   kube_module
   mkdir -p "$out.tmp"
-  (cd "$kube_dir" && timed "kubelet $KUBE_VERSION" \
+  (cd "$kube_dir" && timed "kubelet and kubectl $KUBE_VERSION" \
     env GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 go build -trimpath -ldflags "$kube_ldflags" -o "$out.tmp/" \
-      k8s.io/kubernetes/cmd/kubelet)
+      k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl)
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 

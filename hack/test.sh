@@ -5,6 +5,8 @@
 #   hack/test.sh            all tiers
 #   OLMGUARD_OLM_VERSION    the OLM release the real-OLM tier runs (default v0.46.0; binaries
 #                           from ../shared/olm or OLMGUARD_OLM_BINARIES)
+#   OLMGUARD_REQUIRE_REAL_NODE=1  the real-node tier fails, instead of skipping, on a host that
+#                           cannot run containers (the default as root, as on CI)
 #   OLM_CRDS=<dir>          also run REAL_CRD_PKGS (the simulator and the webhook paths) against
 #                           OLM's published CRDs
 set -uo pipefail
@@ -24,14 +26,27 @@ tier() { # name command...
 }
 
 
-# Everything but the two tiers that start control planes of their own shape.
-unit_pkgs=$($GO list ./... | grep -v -e /test/e2e -e /test/ha -e /test/realolm)
+# Everything but the tiers that start control planes of their own shape or a real node.
+unit_pkgs=$($GO list ./... | grep -v -e /test/e2e -e /test/ha -e /test/realolm -e /test/node -e /test/realnode)
+
+# As root the host can be given all a real node needs (hack/install-node-packages.sh), so there
+# the tier must run: it fails instead of skipping. Elsewhere it skips and says why.
+if [ "$(id -u)" = 0 ]; then export OLMGUARD_REQUIRE_REAL_NODE=${OLMGUARD_REQUIRE_REAL_NODE:-1}; fi
+
+# The real node's kubelet and kubectl, built once into the binary cache (progress on stderr).
+real_node() {
+  hack/install-node-packages.sh
+  hack/test-binaries.sh kubelet >/dev/null || return 1
+  # One package at a time: each starts the node, and there is one of it per host.
+  $GO test -count=1 -p 1 -timeout 20m ./test/node/ ./test/realnode/
+}
 
 tier "lint (gofmt, go vet)" make --no-print-directory lint
 tier "unit + envtest" $GO test -count=1 -timeout 30m $unit_pkgs
 tier "ha: two kube-apiservers, one etcd" $GO test -count=1 -timeout 20m ./test/ha/
 tier "e2e: kwok cluster, olmguard's binaries" $GO test -count=1 -timeout 45m ./test/e2e/
 tier "real OLM (${OLMGUARD_OLM_VERSION:-v0.46.0}): kwok cluster, OLM's own operators" $GO test -count=1 -timeout 20m ./test/realolm/
+tier "real node: kubelet + containerd, olmguard installed as users do" real_node
 if [ -n "${OLM_CRDS:-}" ]; then
   tier "again with OLM's CRDs ($OLM_CRDS)" env OLMGUARD_OLM_CRDS="$OLM_CRDS" $GO test -count=1 -timeout 20m ${REAL_CRD_PKGS:?set by the Makefile}
 fi

@@ -14,12 +14,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // sysctls are the host settings the kubelet and the bridge plugin change.
-var sysctls = []string{"vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops", "net.ipv4.ip_forward"}
+var sysctls = []string{"vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops", "net.ipv4.ip_forward", "net.ipv4.conf.all.route_localnet"}
 
 // hostDirs are directories of the host that containerd, the kubelet and the CNI plugins create
 // at fixed paths (their state, sockets, IP allocations, log links).
@@ -81,9 +82,11 @@ func (n *Node) Stop() error {
 	defer cancel()
 	var errs []string
 	if n.kubelet != nil {
-		if err := n.drain(ctx); err != nil {
-			errs = append(errs, err.Error())
+		drainCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		if err := n.drain(drainCtx); err != nil {
+			errs = append(errs, "draining: "+err.Error())
 		}
+		cancel()
 	}
 	stop(n.kubelet)
 	_ = n.c.Client.Delete(ctx, &corev1.Node{ObjectMeta: metaName(n.Name)})
@@ -130,8 +133,13 @@ func (n *Node) Stop() error {
 	return nil
 }
 
-// drain deletes every pod bound to the node and waits until the kubelet has removed them.
+// drain cordons the node, deletes every pod bound to it and waits until the kubelet has removed
+// them (a ReplicaSet's replacements are not bound here any more).
 func (n *Node) drain(ctx context.Context) error {
+	cordon := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`))
+	if err := n.c.Client.Patch(ctx, &corev1.Node{ObjectMeta: metaName(n.Name)}, cordon); err != nil {
+		return err
+	}
 	pods := &corev1.PodList{}
 	if err := n.c.Client.List(ctx, pods, client.MatchingFields{"spec.nodeName": n.Name}); err != nil {
 		return err
@@ -234,9 +242,27 @@ func kubepodsCgroups() []string {
 	return out
 }
 
+// removeCgroups kills what still runs in the pod cgroups (containers whose shim is gone keep
+// running) and removes the cgroup directories, which go once they hold no process.
 func removeCgroups() {
-	for _, d := range kubepodsCgroups() {
-		_ = os.Remove(d) // rmdir: a cgroup directory goes once it holds no process
+	for attempt := 0; attempt < 50; attempt++ {
+		dirs := kubepodsCgroups()
+		if len(dirs) == 0 {
+			return
+		}
+		for _, d := range dirs {
+			b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			for _, f := range strings.Fields(string(b)) {
+				var pid int
+				if _, err := fmt.Sscanf(f, "%d", &pid); err == nil && pid > 1 {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+		for _, d := range dirs {
+			_ = os.Remove(d)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

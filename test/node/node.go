@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,6 +149,9 @@ func (n *Node) start(ctx context.Context) error {
 			return fmt.Errorf("importing %s: %w\n%s", img, err, out)
 		}
 	}
+	if err := n.routeAPIServer(); err != nil {
+		return err
+	}
 	if n.kubelet, err = n.run("kubelet", n.opts.Kubelet, n.kubeletArgs(n.c.Kubeconfig)...); err != nil {
 		return err
 	}
@@ -226,4 +230,27 @@ func hostIP() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%w: no non-loopback IPv4 address", ErrUnsupported)
+}
+
+// KubernetesServiceIP is the kubernetes Service's ClusterIP in the local cluster.
+const KubernetesServiceIP = "10.0.0.1"
+
+// routeAPIServer lets pods reach the apiserver as the kubernetes Service (what in-cluster clients
+// use) with no kube-proxy: a DNAT rule from the pod range to the apiserver on loopback, which the
+// kernel routes only with route_localnet (both undone by Stop, which restores iptables and
+// sysctls).
+func (n *Node) routeAPIServer() error {
+	u, err := url.Parse(n.c.Config.Host)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(sysctlPath("net.ipv4.conf.all.route_localnet"), []byte("1"), 0o644); err != nil {
+		return err
+	}
+	rule := []string{"-t", "nat", "-A", "PREROUTING", "-s", n.opts.PodCIDR, "-d", KubernetesServiceIP, "-p", "tcp", "--dport", "443",
+		"-j", "DNAT", "--to-destination", u.Host}
+	if out, err := exec.Command("iptables", rule...).CombinedOutput(); err != nil {
+		return fmt.Errorf("iptables %s: %w: %s", strings.Join(rule, " "), err, out)
+	}
+	return nil
 }
