@@ -134,6 +134,11 @@ func TestAuthReaderDeletable(t *testing.T) {
 	if AuthReaderDeletable("op-webhook-service", mine, &me, []v1alpha1.ClusterServiceVersion{successor}) {
 		t.Error("an upgrade's successor still needs it")
 	}
+	leaving := successor
+	leaving.DeletionTimestamp = &metav1.Time{}
+	if !AuthReaderDeletable("op-webhook-service", mine, &me, []v1alpha1.ClusterServiceVersion{leaving}) {
+		t.Error("the other CSV serving it is being deleted too (an uninstall right after an upgrade): deletable")
+	}
 	if AuthReaderDeletable("op-webhook-service", []Subject{{Kind: "ServiceAccount", Name: "op-webhook", Namespace: "other"}}, &me, nil) {
 		t.Error("a binding for another namespace's service account is not this CSV's")
 	}

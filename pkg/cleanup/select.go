@@ -57,7 +57,9 @@ func ServiceNames(csv *v1alpha1.ClusterServiceVersion) map[string]bool {
 
 // AuthReaderDeletable reports whether the kube-system RoleBinding <service>-auth-reader may go with
 // the CSV: its subjects are all ServiceAccounts of the CSV's namespace, and no other live CSV of
-// that namespace (an upgrade's successor, typically) serves the same Service.
+// that namespace (an upgrade's successor, typically) serves the same Service. A CSV being deleted
+// is not live: after an uninstall right behind an upgrade, the replaced CSV and its successor are
+// deleted together, and each keeping the binding for the other would leave it for good.
 func AuthReaderDeletable(service string, subjects []Subject, csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion) bool {
 	if len(subjects) == 0 {
 		return false
@@ -69,7 +71,7 @@ func AuthReaderDeletable(service string, subjects []Subject, csv *v1alpha1.Clust
 	}
 	for i := range others {
 		o := &others[i]
-		if o.Namespace == csv.Namespace && o.Name != csv.Name && !o.IsCopied() && ServiceNames(o)[service] {
+		if o.Namespace == csv.Namespace && o.Name != csv.Name && o.DeletionTimestamp == nil && !o.IsCopied() && ServiceNames(o)[service] {
 			return false
 		}
 	}
