@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -94,22 +95,10 @@ func TestArchive(t *testing.T) {
 	if err := WriteArchive(img, "olmguard.local/olmguard:dev", out); err != nil {
 		t.Fatal(err)
 	}
-	dir := untar(t, out)
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, got := openArchive(t, out)
 	if len(m.Manifests) != 1 || m.Manifests[0].Annotations["io.containerd.image.name"] != "olmguard.local/olmguard:dev" ||
 		m.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "dev" || m.Manifests[0].MediaType != types.OCIManifestSchema1 {
 		t.Fatalf("index: %+v", m.Manifests)
-	}
-	got, err := idx.Image(m.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
 	}
 	cf, err := got.ConfigFile()
 	if err != nil {
@@ -160,19 +149,7 @@ func TestBuild(t *testing.T) {
 	if err := Build(context.Background(), Olmguard, Options{Root: root, Name: "olmguard.local/olmguard:test", Out: out}); err != nil {
 		t.Fatal(err)
 	}
-	dir := untar(t, out)
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := idx.Image(m.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, img := openArchive(t, out)
 	layers, err := img.Layers()
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +167,24 @@ func TestBuild(t *testing.T) {
 			t.Errorf("%s --help from the image: %v\n%s", f, err, out)
 		}
 	}
+}
+
+// openArchive reads an image archive back: its index and its first image.
+func openArchive(t *testing.T, archive string) (*v1.IndexManifest, v1.Image) {
+	t.Helper()
+	idx, err := layout.ImageIndexFromPath(untar(t, archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil || len(m.Manifests) == 0 {
+		t.Fatalf("index of %s: %v %+v", archive, err, m)
+	}
+	img, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, img
 }
 
 // untar extracts the archive into a fresh directory.

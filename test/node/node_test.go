@@ -2,10 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,21 +17,12 @@ import (
 // TestNodeRunsAPod: a pod bound to the real node runs and turns Ready through its probe; after
 // Stop the host keeps nothing of the node.
 func TestNodeRunsAPod(t *testing.T) {
-	if err := Supported(); err != nil {
-		if errors.Is(err, ErrUnsupported) && os.Getenv("OLMGUARD_REQUIRE_REAL_NODE") == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	kubelet, _ := Binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root, err := testbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
-	}
-	kubelet, err := exec.Command(root+"/hack/test-binaries.sh", "kubelet").Output()
-	if err != nil {
-		t.Fatalf("building the kubelet: %v", err)
 	}
 	pause, err := BuildPause(ctx, root, t.TempDir())
 	if err != nil {
@@ -46,7 +33,7 @@ func TestNodeRunsAPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	n, err := Start(ctx, c, Options{Kubelet: strings.TrimSpace(string(kubelet)), Images: []string{pause}})
+	n, err := Start(ctx, c, Options{Kubelet: kubelet, Images: []string{pause}})
 	if err != nil {
 		t.Fatal(err)
 	}

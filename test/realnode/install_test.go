@@ -5,7 +5,6 @@ package realnode
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -51,24 +50,13 @@ const Image = manifests.DefaultImage
 // the sandbox image imported. It returns the cluster, the node and the kubectl binary.
 func realNode(t *testing.T) (*cluster.Cluster, *node.Node, string) {
 	t.Helper()
-	if err := node.Supported(); err != nil {
-		if errors.Is(err, node.ErrUnsupported) && os.Getenv("OLMGUARD_REQUIRE_REAL_NODE") == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	kubelet, kubectl := node.Binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root, err := testbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(filepath.Join(root, "hack", "test-binaries.sh"), "kubelet").Output()
-	if err != nil {
-		t.Fatalf("building the kubelet: %v", err)
-	}
-	kubelet := strings.TrimSpace(string(out))
-	kubectl := filepath.Join(filepath.Dir(kubelet), "kubectl")
 	dir := t.TempDir()
 	pause, err := node.BuildPause(ctx, root, dir)
 	if err != nil {
