@@ -33,10 +33,16 @@ func Owned(o Object, name, ns string, otherNames map[string]bool) bool {
 	if l[olm.OwnerNamespaceLabel] == ns && l[olm.OwnerKindLabel] == olm.ClusterServiceVersionKind {
 		return true
 	}
-	_, hasNS := l[olm.OwnerNamespaceLabel]
-	_, hasKind := l[olm.OwnerKindLabel]
-	bundledRBAC := o.Kind == "ClusterRole" || o.Kind == "ClusterRoleBinding"
-	return bundledRBAC && !hasNS && !hasKind && !otherNames[name]
+	return bundleManifestRBAC(o) && !otherNames[name]
+}
+
+// bundleManifestRBAC reports whether o is a ClusterRole or ClusterRoleBinding labelled as OLM
+// labels the bundle manifests it applies: olm.owner without olm.owner.namespace or olm.owner.kind
+// (OLM issue #2985), so no namespace ties it to one CSV.
+func bundleManifestRBAC(o Object) bool {
+	_, hasNS := o.Labels[olm.OwnerNamespaceLabel]
+	_, hasKind := o.Labels[olm.OwnerKindLabel]
+	return (o.Kind == "ClusterRole" || o.Kind == "ClusterRoleBinding") && !hasNS && !hasKind
 }
 
 // ServiceNames are the Services OLM creates for the CSV's webhook and API deployments.
@@ -192,10 +198,6 @@ func csvPackage(csv string) (string, bool) {
 // upgrade"). While any version of the package runs it is kept: an upgrade plan that failed after
 // relabelling the role for the version it never installed leaves it to the version still running.
 func OrphanedRBAC(o Object, csvs CSVNames) bool {
-	l := o.Labels
-	name := l[olm.OwnerLabel]
-	_, hasNS := l[olm.OwnerNamespaceLabel]
-	_, hasKind := l[olm.OwnerKindLabel]
-	bundledRBAC := o.Kind == "ClusterRole" || o.Kind == "ClusterRoleBinding"
-	return bundledRBAC && name != "" && l[olm.ManagedLabel] == olm.ManagedLabelValue && !hasNS && !hasKind && !csvs.HasVersionOf(name)
+	name := o.Labels[olm.OwnerLabel]
+	return bundleManifestRBAC(o) && name != "" && o.Labels[olm.ManagedLabel] == olm.ManagedLabelValue && !csvs.HasVersionOf(name)
 }

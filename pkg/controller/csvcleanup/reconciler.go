@@ -69,8 +69,8 @@ type Options struct {
 	Timeout time.Duration
 	// OperandCleanup chooses when operands are deleted on uninstall.
 	OperandCleanup cleanup.OperandCleanup
-	// OrphanSweepInterval is how often bundled RBAC left without any CSV is looked for; an
-	// orphan is deleted by the second sweep that finds it.
+	// OrphanSweepInterval is how often bundled RBAC whose operator exists nowhere is looked for;
+	// an orphan is deleted by the second sweep that finds it.
 	OrphanSweepInterval time.Duration
 }
 
@@ -83,7 +83,7 @@ var timeoutFlag = flags.Duration{Name: "cleanup-timeout", Least: time.Second,
 	Usage: "how long an uninstall cleanup may take before its finalizer is released with a Warning event"}
 
 var sweepFlag = flags.Duration{Name: "orphan-rbac-sweep-interval", Least: time.Second,
-	Usage: "how often bundled ClusterRoles and ClusterRoleBindings whose CSV exists nowhere are looked for; one is deleted by the second sweep that finds it"}
+	Usage: "how often bundled ClusterRoles and ClusterRoleBindings whose operator exists nowhere (no CSV of that name or package) are looked for; one is deleted by the second sweep that finds it"}
 
 // BindFlags registers the options' flags on fs, with the current values as defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
