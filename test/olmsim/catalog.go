@@ -50,8 +50,9 @@ type Bundle struct {
 // propertiesAnnotation carries a bundle's properties on the CSV OLM creates from it.
 const propertiesAnnotation = "operatorframework.io/properties"
 
-// properties are the bundle's olm.package and olm.gvk properties, as a catalog serves them.
-func (b *Bundle) properties() []map[string]any {
+// Properties are the bundle's olm.package and olm.gvk properties, as a catalog serves them (and
+// test/realolm writes them into the file-based catalog it serves to OLM).
+func (b *Bundle) Properties() []map[string]any {
 	props := []map[string]any{{"type": "olm.package", "value": map[string]string{"packageName": b.Package, "version": b.Version}}}
 	for _, crd := range b.OwnedCRDs {
 		_, group, _ := strings.Cut(crd.Name, ".")

@@ -140,7 +140,7 @@ func (s *Sim) installCSV(ctx context.Context, ns string, b *Bundle, replaces str
 		// The catalog-operator writes the bundle's properties on the CSV it creates.
 		ObjectMeta: metav1.ObjectMeta{Name: b.CSVName, Namespace: ns,
 			Labels:      map[string]string{olm.ManagedLabel: olm.ManagedLabelValue},
-			Annotations: map[string]string{propertiesAnnotation: string(mustJSON(map[string]any{"properties": b.properties()}))}},
+			Annotations: map[string]string{propertiesAnnotation: string(mustJSON(map[string]any{"properties": b.Properties()}))}},
 		Spec: v1alpha1.ClusterServiceVersionSpec{
 			DisplayName:               b.Package,
 			Version:                   b.Version,

@@ -79,11 +79,9 @@ func WriteCatalog(dir string, pkgs ...Package) (string, map[string]string, error
 				return "", nil, err
 			}
 			images[p.Image(v)] = bdir
+			sim := p.SimBundle(i)
 			fbc = append(fbc, map[string]any{"schema": "olm.bundle", "name": p.CSVName(v), "package": p.Name, "image": p.Image(v),
-				"properties": []map[string]any{
-					{"type": "olm.package", "value": map[string]string{"packageName": p.Name, "version": v}},
-					{"type": "olm.gvk", "value": map[string]string{"group": p.Group(), "kind": "Widget", "version": "v1"}},
-				}})
+				"properties": sim.Properties()})
 		}
 		fbc = append(fbc, map[string]any{"schema": "olm.channel", "package": p.Name, "name": "stable", "entries": entries})
 	}
