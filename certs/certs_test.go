@@ -172,6 +172,32 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// A serving certificate issued when its CA had less life left than the certificate duration ends
+// with the CA: it is renewed with the CA, never on its own (it would end at the same time).
+func TestDecideServingCutByCA(t *testing.T) {
+	s := testSpec()
+	s.CADuration, s.CertDuration = 2*time.Minute, 90*24*time.Hour
+	b := mustBundle(t, s, t0)
+	ca := mustCert(t, b.CACert)
+	caRenew := ca.NotAfter.Add(-ca.NotAfter.Sub(ca.NotBefore) / 3)
+	for _, now := range []time.Time{t0, t0.Add(30 * time.Second), caRenew.Add(-time.Second)} {
+		issued := now
+		cert, key, err := IssueServing(s, b.CACert, b.CAKey, issued)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nb := &Bundle{CACert: b.CACert, CAKey: b.CAKey, Cert: cert, Key: key}
+		d := Decide(nb, s, now)
+		if d.Action != Keep || !d.RenewAt.Equal(caRenew) {
+			t.Errorf("issued at +%s: Decide() = %v (%s) renewing at %s, want Keep until the CA's renewal at %s",
+				issued.Sub(t0), d.Action, d.Reason, d.RenewAt, caRenew)
+		}
+		if d := Decide(nb, s, caRenew); d.Action != RenewAll {
+			t.Errorf("issued at +%s: at the CA's renewal Decide() = %v, want RenewAll", issued.Sub(t0), d.Action)
+		}
+	}
+}
+
 func TestDecideRenewAt(t *testing.T) {
 	s := testSpec()
 	b := mustBundle(t, s, t0)

@@ -71,6 +71,13 @@ func Decide(b *Bundle, s Spec, now time.Time) Decision {
 		return Decision{Action: RenewServing, Reason: "serving certificate is not signed by the CA"}
 	}
 	leafRenew := renewalTime(leaf)
+	if !leaf.NotAfter.Before(ca.NotAfter) {
+		// Issued when the CA had less life left than a serving certificate gets, so cut at the
+		// CA's end: a new one would end there too. It goes with the CA's renewal, which comes
+		// first. Without this, its backdated NotBefore can put its renewal in the past and have
+		// every replica issue a new one each second until the CA rolls over.
+		leafRenew = caRenew
+	}
 	if !now.Before(leafRenew) {
 		return Decision{Action: RenewServing, Reason: fmt.Sprintf("serving certificate expires at %s", leaf.NotAfter.UTC().Format(time.RFC3339))}
 	}
