@@ -48,6 +48,9 @@ type Options struct {
 	// RegisterTimeoutSeconds is the timeoutSeconds of the configurations RegisterURL registers
 	// (0: registration.DefaultTimeoutSeconds).
 	RegisterTimeoutSeconds int32
+	// ShutdownDrain is how long the server keeps answering after it is told to stop, closing
+	// each connection after its answer, before it stops serving (drain.go).
+	ShutdownDrain time.Duration
 
 	// Endpoints are the admission paths served and registered (pkg/setup's admission table).
 	Endpoints []admit.Endpoint
@@ -66,6 +69,7 @@ func DefaultOptions() Options {
 		ServiceName:            olmguard.WebhookServiceName,
 		SelfSignedCADuration:   certs.DefaultCADuration,
 		SelfSignedCertDuration: certs.DefaultCertDuration,
+		ShutdownDrain:          DefaultShutdownDrain,
 	}
 }
 
@@ -89,6 +93,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.DurationVar(&o.ShutdownDrain, "shutdown-drain", o.ShutdownDrain, "after SIGTERM, how long the server keeps answering reviews while closing every connection after its answer, so that the kube-apiserver moves its kept-alive connections to another replica before this one stops (0: stop at once)")
 	fs.StringVar(&o.RegisterURL, "register-url", o.RegisterURL, "base URL the apiserver calls (e.g. https://127.0.0.1:9443); when set, the server creates or updates olmguard's webhook configurations itself")
 }
 
@@ -108,6 +113,9 @@ func (o *Options) Validate() error {
 	}
 	if errs := validation.IsDNS1035Label(o.ServiceName); len(errs) > 0 {
 		return fmt.Errorf("--service-name %q: %s", o.ServiceName, strings.Join(errs, "; "))
+	}
+	if o.ShutdownDrain < 0 || o.ShutdownDrain > 20*time.Second {
+		return fmt.Errorf("--shutdown-drain %s is outside 0-20s (it must end well within the pod's termination grace period)", o.ShutdownDrain)
 	}
 	if !o.SelfSigned && o.CertDir == "" {
 		return errors.New("one of --cert-dir or --self-signed is required")

@@ -22,7 +22,7 @@ func TestDefaultOptionsFromFlags(t *testing.T) {
 	for name, want := range map[string]string{
 		"port": "9443", "health-probe-bind-address": ":8081", "metrics-bind-address": ":8080",
 		"namespace": "olmguard-system", "service-name": "olmguard-webhook", "self-signed": "false",
-		"cert-dir": "", "register-url": "",
+		"cert-dir": "", "register-url": "", "shutdown-drain": "3s",
 	} {
 		f := fs.Lookup(name)
 		if f == nil {
@@ -66,6 +66,9 @@ func TestOptionsValidate(t *testing.T) {
 		"bad namespace":             {func(o *Options) { o.Namespace = "Not_A_Namespace" }, false},
 		"empty service":             {func(o *Options) { o.ServiceName = "" }, false},
 		"register url":              {func(o *Options) { o.RegisterURL = "https://127.0.0.1:9443" }, true},
+		"no shutdown drain":         {func(o *Options) { o.ShutdownDrain = 0 }, true},
+		"negative shutdown drain":   {func(o *Options) { o.ShutdownDrain = -time.Second }, false},
+		"shutdown drain too long":   {func(o *Options) { o.ShutdownDrain = 21 * time.Second }, false},
 		"http register url":         {func(o *Options) { o.RegisterURL = "http://127.0.0.1:9443" }, false},
 		"extra SANs":                {func(o *Options) { o.ExtraSANs = []string{"localhost", "::1", "a.b.example"} }, true},
 		"bad extra SAN":             {func(o *Options) { o.ExtraSANs = []string{"not a name"} }, false},

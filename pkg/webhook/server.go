@@ -66,6 +66,7 @@ type Server struct {
 	tempDir bool
 	rotator *certs.Rotator
 	watcher atomic.Pointer[certwatcher.CertWatcher]
+	drain   drainer
 }
 
 // New validates the options and builds the manager and handlers. It binds the probe and metrics
@@ -125,7 +126,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 			s.cleanup()
 			return nil, fmt.Errorf("building the handler of %s: %w", e.Path, err)
 		}
-		mgr.GetWebhookServer().Register(e.Path, reviewGuard(&crwebhook.Admission{Handler: admit.Serve(e.Path, h)}))
+		mgr.GetWebhookServer().Register(e.Path, s.drain.wrap(reviewGuard(&crwebhook.Admission{Handler: admit.Serve(e.Path, h)})))
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		s.cleanup()
@@ -198,7 +199,7 @@ func (s *Server) Start(ctx context.Context) error {
 			}
 		}
 	}
-	return s.mgr.Start(ctx)
+	return s.mgr.Start(s.drain.delayStop(ctx, s.opts.ShutdownDrain))
 }
 
 // ensureNamespace creates olmguard's namespace when it is missing, as the manifests would: with
