@@ -80,6 +80,17 @@ func TestOverlays(t *testing.T) {
 			if !slices.Contains(ctrl.Spec.Template.Spec.Containers[0].Args, "--leader-elect") {
 				t.Errorf("controller without leader election: %v", ctrl.Spec.Template.Spec.Containers[0].Args)
 			}
+			// A warm standby on another node (issue 18): the leader's node loss costs one takeover.
+			if *ctrl.Spec.Replicas != 2 || ctrl.Spec.Template.Spec.Affinity == nil || ctrl.Spec.Template.Spec.Affinity.PodAntiAffinity == nil {
+				t.Errorf("controller: want 2 replicas with anti-affinity")
+			}
+			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+				if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool {
+					return o.GetKind() == "PodDisruptionBudget" && o.GetName() == name
+				}) {
+					t.Errorf("no PodDisruptionBudget %s", name)
+				}
+			}
 			for _, kind := range []string{"PodDisruptionBudget", "NetworkPolicy", "Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
 				if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind }) {
 					t.Errorf("no %s", kind)

@@ -18,10 +18,10 @@ import (
 type Options struct {
 	LeaderElect             bool
 	LeaderElectionNamespace string
-	// LeaseDuration, RenewDeadline and RetryPeriod time the leader election. A leader that cannot
-	// renew within RenewDeadline (e.g. while the kube-apiserver restarts) stops, and its process
-	// exits: the defaults ride out a 40 s apiserver outage, at the cost of a 60 s takeover when a
-	// leader crashes (a graceful stop releases the Lease at once).
+	// LeaseDuration, RenewDeadline and RetryPeriod time the leader election. A standby takes over
+	// from a crashed leader (or one on a lost node) within TakeoverBound; a graceful stop releases
+	// the Lease at once. A leader that cannot renew within RenewDeadline (e.g. while the
+	// kube-apiserver restarts) stops and its process exits, to be restarted by its kubelet.
 	LeaseDuration          time.Duration
 	RenewDeadline          time.Duration
 	RetryPeriod            time.Duration
@@ -37,14 +37,30 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		LeaderElectionNamespace: olmguard.DefaultNamespace,
-		LeaseDuration:           60 * time.Second,
-		RenewDeadline:           40 * time.Second,
-		RetryPeriod:             5 * time.Second,
+		// F5's catalog recovery must not wait minutes when the lost node is the controller's own:
+		// a standby takes over in at most TakeoverBound (18.8 s). 8 s of failed renewals (four
+		// tries) before a leader gives up keeps load from costing it the Lease.
+		LeaseDuration: 10 * time.Second,
+		RenewDeadline: 8 * time.Second,
+		RetryPeriod:   2 * time.Second,
 		// Other ports than the webhook's (:8081, :8080), so both run on one host out of cluster.
 		HealthProbeBindAddress: ":8082",
 		MetricsBindAddress:     ":8083",
 		MetricsSecure:          true,
 	}
+}
+
+// leaderElectionJitter is client-go's: a candidate waits RetryPeriod plus up to 1.2 × RetryPeriod
+// between two tries.
+const leaderElectionJitter = 1.2
+
+// TakeoverBound is the longest a standby waits to take over from a leader that stopped without
+// releasing the Lease (SIGKILL, node loss), API latency aside: its last sight of the leader's
+// renewal may come one retry after the crash; it deems the Lease expired LeaseDuration after that
+// sight and notices at its next retry.
+func (o Options) TakeoverBound() time.Duration {
+	maxRetry := time.Duration(float64(o.RetryPeriod) * (1 + leaderElectionJitter))
+	return maxRetry + o.LeaseDuration + maxRetry
 }
 
 // BindFlags registers the flags on fs, with the current values as defaults.

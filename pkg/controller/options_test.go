@@ -22,7 +22,7 @@ func TestFlagDefaults(t *testing.T) {
 		"health-probe-bind-address": ":8082", "metrics-bind-address": ":8083",
 		// A leader rides out a kube-apiserver outage of up to about 40 s (TestAPIServerRestart in
 		// test/e2e runs with a longer renew deadline, whatever the restart takes).
-		"leader-elect-lease-duration": "1m0s", "leader-elect-renew-deadline": "40s", "leader-elect-retry-period": "5s",
+		"leader-elect-lease-duration": "10s", "leader-elect-renew-deadline": "8s", "leader-elect-retry-period": "2s",
 	} {
 		f := fs.Lookup(name)
 		if f == nil {
@@ -60,15 +60,17 @@ func TestFlagParsing(t *testing.T) {
 				return strings.Join(o.Controllers, "|") == "subscription-drift|csv-cleanup"
 			}},
 		"controllers empty": {args: []string{"--controllers=,"}, wantErr: "lists no reconciler"},
-		"leader election defaults ride out an apiserver restart": {args: nil, check: func(o controller.Options) bool {
-			return o.LeaseDuration == time.Minute && o.RenewDeadline == 40*time.Second && o.RetryPeriod == 5*time.Second
+		// Issue 18: a standby replaces a crashed leader within 20 s.
+		"leader election defaults take over within 20 s": {args: nil, check: func(o controller.Options) bool {
+			return o.LeaseDuration == 10*time.Second && o.RenewDeadline == 8*time.Second && o.RetryPeriod == 2*time.Second &&
+				o.TakeoverBound() <= 20*time.Second
 		}},
 		"leader election timings": {args: []string{"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"},
 			check: func(o controller.Options) bool {
 				return o.LeaseDuration == 15*time.Second && o.RenewDeadline == 10*time.Second && o.RetryPeriod == 2*time.Second
 			}},
-		"renew deadline not below lease": {args: []string{"--leader-elect-renew-deadline=60s"}, wantErr: "leader election timings"},
-		"retry period too long":          {args: []string{"--leader-elect-retry-period=35s"}, wantErr: "leader election timings"},
+		"renew deadline not below lease": {args: []string{"--leader-elect-renew-deadline=10s"}, wantErr: "leader election timings"},
+		"retry period too long":          {args: []string{"--leader-elect-retry-period=7s"}, wantErr: "leader election timings"},
 		"zero retry period":              {args: []string{"--leader-elect-retry-period=0s"}, wantErr: "leader election timings"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -95,5 +97,20 @@ func TestSelected(t *testing.T) {
 	o.Controllers = []string{"a", "nope"}
 	if _, err := o.Selected(all); err == nil || !strings.Contains(err.Error(), `unknown reconciler "nope" (known: a, b, c)`) {
 		t.Fatalf("unknown name: error %v", err)
+	}
+}
+
+func TestTakeoverBound(t *testing.T) {
+	for _, tt := range []struct {
+		lease, retry, want time.Duration
+	}{
+		{10 * time.Second, 2 * time.Second, 18800 * time.Millisecond}, // olmguard's defaults
+		{15 * time.Second, 2 * time.Second, 23800 * time.Millisecond}, // controller-runtime's
+		{60 * time.Second, 5 * time.Second, 82 * time.Second},         // olmguard's before issue 18
+	} {
+		o := controller.Options{LeaseDuration: tt.lease, RetryPeriod: tt.retry}
+		if got := o.TakeoverBound(); got != tt.want {
+			t.Errorf("lease %s, retry %s: TakeoverBound %s, want %s", tt.lease, tt.retry, got, tt.want)
+		}
 	}
 }
