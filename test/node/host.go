@@ -81,6 +81,10 @@ func (n *Node) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var errs []string
+	if n.frozen {
+		_ = n.kubelet.Process.Signal(syscall.SIGCONT)
+		n.frozen = false
+	}
 	if n.kubelet != nil {
 		drainCtx, cancel := context.WithTimeout(ctx, time.Minute)
 		if err := n.drain(drainCtx); err != nil {

@@ -54,6 +54,7 @@ type Node struct {
 	c          *cluster.Cluster
 	containerd *exec.Cmd
 	kubelet    *exec.Cmd
+	frozen     bool // the kubelet is stopped by FreezeKubelet
 	host       hostState
 }
 
@@ -253,4 +254,29 @@ func (n *Node) routeAPIServer() error {
 		return fmt.Errorf("iptables %s: %w: %s", strings.Join(rule, " "), err, out)
 	}
 	return nil
+}
+
+// FreezeKubelet stops the kubelet's process (SIGSTOP): to the control plane the node is lost,
+// while its containers keep running and no container that dies is restarted. ThawKubelet
+// resumes it.
+func (n *Node) FreezeKubelet() error {
+	if n.kubelet == nil || n.kubelet.Process == nil {
+		return errors.New("the kubelet is not running")
+	}
+	n.frozen = true
+	return n.kubelet.Process.Signal(syscall.SIGSTOP)
+}
+
+// ThawKubelet resumes a frozen kubelet and waits until the Node reports Ready again with a
+// heartbeat from after the thaw.
+func (n *Node) ThawKubelet(ctx context.Context) error {
+	if !n.frozen {
+		return nil
+	}
+	thawed := time.Now()
+	if err := n.kubelet.Process.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	n.frozen = false
+	return n.waitReady(ctx, thawed)
 }
