@@ -65,6 +65,16 @@ test-realnode: binaries
 	hack/test-binaries.sh kubelet >/dev/null
 	$(TEST_ENV) $(GO) test -count=1 -p 1 -timeout 20m -v ./test/node/ ./test/realnode/
 
+## bench-realnode: docs/performance.md's figures of olmguard in its pods: each container's cgroup
+## working set idle and under 20,000 admissions, and the latency the webhook adds through the
+## kube-apiserver (3,000 InstallPlan creates each way). Output in bench/realnode.txt.
+.PHONY: bench-realnode
+bench-realnode: binaries
+	hack/install-node-packages.sh
+	hack/test-binaries.sh kubelet >/dev/null
+	@mkdir -p bench
+	$(TEST_ENV) OLMGUARD_MEASURE_SCALE=10 $(GO) test -count=1 -timeout 40m -v -run 'TestInstallSelfSigned/in_its_pods_under_disruption/memory' ./test/realnode/ | grep -E 'RESULT|^(--- |ok|FAIL)' | tee bench/realnode.txt
+
 ## test-realolm: the real-OLM tier alone (OLM's own operators, ../shared/olm; OLMGUARD_OLM_VERSION);
 ## RUN=<regexp> picks tests, e.g. make test-realolm RUN=TestF3.
 .PHONY: test-realolm

@@ -46,9 +46,9 @@ import (
 // tagged image, finds it on the node).
 const Image = manifests.DefaultImage
 
-// realNode starts a cluster whose only schedulable node is a real one, with olmguard's image and
+// realNode starts a cluster (name, made unique to the process) whose only schedulable node is a real one, with olmguard's image and
 // the sandbox image imported. It returns the cluster, the node and the kubectl binary.
-func realNode(t *testing.T) (*cluster.Cluster, *node.Node, string) {
+func realNode(t *testing.T, name string) (*cluster.Cluster, *node.Node, string) {
 	t.Helper()
 	kubelet, kubectl := node.Binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -66,7 +66,7 @@ func realNode(t *testing.T) (*cluster.Cluster, *node.Node, string) {
 	if err := image.Build(ctx, image.Olmguard, image.Options{Root: root, Name: Image, Out: img}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realnode-%d", os.Getpid()), Nodes: 1})
+	c, err := cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-%s-%d", name, os.Getpid()), Nodes: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +96,12 @@ func realNode(t *testing.T) (*cluster.Cluster, *node.Node, string) {
 // running them); afterwards the simulated operators' pods go to the fake nodes.
 func setFakeNodesSchedulable(t *testing.T, c *cluster.Cluster, n *node.Node, schedulable bool) {
 	t.Helper()
+	setSchedulable(t, c, func(name string) bool { return name != n.Name }, schedulable)
+}
+
+// setSchedulable cordons (false) or uncordons (true) the nodes whose name matches.
+func setSchedulable(t *testing.T, c *cluster.Cluster, match func(name string) bool, schedulable bool) {
+	t.Helper()
 	ctx := context.Background()
 	nodes := &corev1.NodeList{}
 	if err := c.Client.List(ctx, nodes); err != nil {
@@ -103,7 +109,7 @@ func setFakeNodesSchedulable(t *testing.T, c *cluster.Cluster, n *node.Node, sch
 	}
 	patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, !schedulable)))
 	for i := range nodes.Items {
-		if nodes.Items[i].Name != n.Name {
+		if match(nodes.Items[i].Name) {
 			if err := c.Client.Patch(ctx, &nodes.Items[i], patch); err != nil {
 				t.Fatal(err)
 			}
@@ -182,7 +188,7 @@ func waitAvailable(t *testing.T, c *cluster.Cluster) {
 // through its real probes and the apiserver calls the webhook through its Service (F1 through
 // the webhook in its pods).
 func TestInstallSelfSigned(t *testing.T) {
-	c, n, kubectl := realNode(t)
+	c, n, kubectl := realNode(t, "realnode")
 	setFakeNodesSchedulable(t, c, n, false)
 	start := time.Now()
 	kubectlApply(t, c, kubectl, "manifests/overlays/self-signed")
@@ -273,6 +279,17 @@ func TestInstallSelfSigned(t *testing.T) {
 		if err := scenario.Replay3210(ctx, sim.WithVersion(olmsim.V0_28), "realnode-f4-a", "realnode-f4-b"); err != nil {
 			t.Errorf("with olmguard in pods: %v", err)
 		}
+	})
+
+	// With the fake nodes cordoned again: a replacement pod must land on the real node (on a
+	// fake one it would look Ready without serving).
+	t.Run("in its pods under disruption", func(t *testing.T) {
+		setFakeNodesSchedulable(t, c, n, false)
+		defer setFakeNodesSchedulable(t, c, n, true)
+		t.Run("memory and admission latency", func(t *testing.T) { testMeasureInPods(t, c, cat.Namespace) })
+		t.Run("webhook pod deleted under load", func(t *testing.T) { testWebhookPodDeletedUnderLoad(t, c, cat.Namespace) })
+		t.Run("controller leader's node lost", func(t *testing.T) { testLeaderNodeLost(t, c, n) })
+		t.Run("certificates rotated while the pods serve", func(t *testing.T) { testCertRotationInPods(t, c, cat.Namespace) })
 	})
 
 	t.Run("uninstall as the README says", func(t *testing.T) {
