@@ -45,6 +45,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/load"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -75,10 +76,10 @@ func testSelfSignedRotation(t *testing.T, c *cluster.Cluster) {
 	started := time.Now() // about when the first CA was issued
 	addr := registeredAddr(t, ctx, c)
 
-	load := startAdmissionLoad(t, ctx, c, "olmguard-certrotation-self")
+	traffic := startAdmissionLoad(t, ctx, c, "olmguard-certrotation-self")
 	before := apiserverWebhookCounts(t, ctx, c)
 	obs := observeServedCerts(ctx, addr)
-	load.run(3)
+	traffic.run(3)
 
 	// Enough traffic for a serving-certificate renewal and one CA rollover, then 12 s more under
 	// the new CA. The CA is renewed ~76 s after it was issued (2/3 of its 132 s lifetime, NotBefore
@@ -87,13 +88,13 @@ func testSelfSignedRotation(t *testing.T, c *cluster.Cluster) {
 		s := obs.summary()
 		return s.cas >= 2 && s.leaves >= 3 && time.Since(s.lastCAAt) >= 12*time.Second, nil
 	})
-	load.stop()
+	traffic.Stop()
 	obs.stop()
 	after := apiserverWebhookCounts(t, ctx, c)
 	s := obs.summary()
 	t.Logf("self-signed: %s of traffic, %d serving certificates under %d CAs served (the last CA from %s after the webhook was ready); %d expired certificates seen",
-		load.elapsed().Round(time.Millisecond), s.leaves, s.cas, s.lastCAAt.Sub(started).Round(time.Millisecond), s.expired)
-	load.report(t, before, after)
+		traffic.Elapsed().Round(time.Millisecond), s.leaves, s.cas, s.lastCAAt.Sub(started).Round(time.Millisecond), s.expired)
+	traffic.report(t, before, after)
 	if err != nil {
 		t.Errorf("rotation not observed in time: %d serving certificates, %d CAs served (want >= 3 and >= 2): %v", s.leaves, s.cas, err)
 	}
@@ -127,11 +128,11 @@ func testCertDirRotation(t *testing.T, c *cluster.Cluster) {
 	addr := registeredAddr(t, ctx, c)
 	waitCABundle(t, ctx, c, first.CACert)
 
-	load := startAdmissionLoad(t, ctx, c, "olmguard-certrotation-dir")
+	traffic := startAdmissionLoad(t, ctx, c, "olmguard-certrotation-dir")
 	before := apiserverWebhookCounts(t, ctx, c)
 	obs := observeServedCerts(ctx, addr)
 	waitServed(t, ctx, obs, addr, first.Cert, "the first serving certificate")
-	load.run(3)
+	traffic.run(3)
 	flow := func() { time.Sleep(3 * time.Second) } // traffic under each state
 	flow()
 
@@ -170,13 +171,13 @@ func testCertDirRotation(t *testing.T, c *cluster.Cluster) {
 	waitCABundle(t, ctx, c, newCA)
 	flow()
 
-	load.stop()
+	traffic.Stop()
 	obs.stop()
 	after := apiserverWebhookCounts(t, ctx, c)
 	s := obs.summary()
 	t.Logf("cert-dir: %s of traffic; Secret replaced 4 times (renewed certificate, CA bundle old+new, certificate of the new CA, new CA alone); %d serving certificates under %d CAs served",
-		load.elapsed().Round(time.Millisecond), s.leaves, s.cas)
-	load.report(t, before, after)
+		traffic.Elapsed().Round(time.Millisecond), s.leaves, s.cas)
+	traffic.report(t, before, after)
 	if s.leaves != 3 || s.cas != 2 {
 		t.Errorf("%d serving certificates under %d CAs served, want 3 under 2", s.leaves, s.cas)
 	}
@@ -383,19 +384,11 @@ func (v *secretVolume) write(t *testing.T, caCert, cert, key []byte) {
 // admissionLoad sends dry-run InstallPlans into a namespace holding one Subscription from a few
 // workers; each must come back owned by the Subscription, i.e. mutated by olmguard.
 type admissionLoad struct {
-	c        *cluster.Cluster
-	ns       string
-	sub      *v1alpha1.Subscription
-	ctx      context.Context
-	stopping atomic.Bool
-	wg       sync.WaitGroup
-	began    time.Time
-	ended    time.Time
-
-	sent, mutated, apiErrors atomic.Int64
-	mu                       sync.Mutex
-	unmutated                []time.Time // when a plan came back without the owner
-	lastErr                  error
+	*load.Load
+	c   *cluster.Cluster
+	ns  string
+	sub *v1alpha1.Subscription
+	ctx context.Context
 }
 
 // startAdmissionLoad creates the namespace and the Subscription and waits until the webhook
@@ -437,66 +430,22 @@ func (l *admissionLoad) admit(ctx context.Context) (bool, error) {
 	return scenario.OwnedBy(ip, l.sub.UID), nil
 }
 
-// run starts the workers. Each finishes its request when stopped: a request cancelled mid-flight
-// would cancel the apiserver's call to the webhook, which the apiserver counts as a failed call.
+// run starts the workers.
 func (l *admissionLoad) run(workers int) {
-	l.began = time.Now()
-	for range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for !l.stopping.Load() && l.ctx.Err() == nil {
-				ok, err := l.admit(l.ctx)
-				switch {
-				case l.ctx.Err() != nil:
-					return // the test timed out
-				case err != nil:
-					l.sent.Add(1)
-					l.apiErrors.Add(1)
-					l.mu.Lock()
-					l.lastErr = err
-					l.mu.Unlock()
-				case ok:
-					l.sent.Add(1)
-					l.mutated.Add(1)
-				default:
-					l.sent.Add(1)
-					l.mu.Lock()
-					l.unmutated = append(l.unmutated, time.Now())
-					l.mu.Unlock()
-				}
-			}
-		}()
-	}
+	l.Load = load.Start(l.ctx, func(ctx context.Context, _ int64) (string, bool, error) {
+		ok, err := l.admit(ctx)
+		return "InstallPlan", ok, err
+	}, workers)
 }
 
-func (l *admissionLoad) stop() {
-	l.stopping.Store(true)
-	l.wg.Wait()
-	l.ended = time.Now()
-}
-
-func (l *admissionLoad) elapsed() time.Duration { return l.ended.Sub(l.began) }
-
-// report logs the figures and fails the test on any failed admission.
+// report logs the figures and fails the test on any failed admission, counted by the test and by
+// the kube-apiserver.
 func (l *admissionLoad) report(t *testing.T, before, after webhookCounts) {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.Check(t, "admissions")
 	failOpen, callErrors, answered := after.failOpen-before.failOpen, after.callErrors-before.callErrors, after.answered-before.answered
-	t.Logf("admissions: %d sent (%.0f/s), %d mutated, %d unmutated, %d API errors; kube-apiserver counters for olmguard's webhooks: fail-open %v -> %v, non-200 calls %v -> %v, 200 answers +%v",
-		l.sent.Load(), float64(l.sent.Load())/l.elapsed().Seconds(), l.mutated.Load(), len(l.unmutated), l.apiErrors.Load(),
+	t.Logf("kube-apiserver counters for olmguard's webhooks: fail-open %v -> %v, non-200 calls %v -> %v, 200 answers +%v",
 		before.failOpen, after.failOpen, before.callErrors, after.callErrors, answered)
-	if l.sent.Load() == 0 {
-		t.Error("no admission was sent")
-	}
-	if n := len(l.unmutated); n > 0 {
-		t.Errorf("%d admissions came back without olmguard's answer (first at +%s, last at +%s)",
-			n, l.unmutated[0].Sub(l.began).Round(time.Millisecond), l.unmutated[n-1].Sub(l.began).Round(time.Millisecond))
-	}
-	if n := l.apiErrors.Load(); n > 0 {
-		t.Errorf("%d admissions failed with an API error, last: %v", n, l.lastErr)
-	}
 	if failOpen != 0 || callErrors != 0 {
 		var calls []string
 		for k, v := range after.byCall {
@@ -506,8 +455,8 @@ func (l *admissionLoad) report(t *testing.T, before, after webhookCounts) {
 		}
 		t.Errorf("the kube-apiserver failed open %v times and had %v failed calls to olmguard's webhooks %v", failOpen, callErrors, calls)
 	}
-	if answered < float64(l.mutated.Load()) {
-		t.Errorf("the kube-apiserver counted %v answers from olmguard, fewer than the %d mutated plans", answered, l.mutated.Load())
+	if answered < float64(l.Mutated()) {
+		t.Errorf("the kube-apiserver counted %v answers from olmguard, fewer than the %d mutated plans", answered, l.Mutated())
 	}
 }
 

@@ -75,7 +75,8 @@ func testCertRotationInPods(t *testing.T, c *cluster.Cluster, jobsNS string) {
 		return !rolledAt.IsZero() && time.Since(rolledAt) > 5*time.Second, nil
 	})
 	stopObserving()
-	l.stop(t, "certificate rotation in the webhook pods")
+	l.Stop()
+	l.Check(t, "certificate rotation in the webhook pods")
 	s := obs.summary(first, short)
 	t.Logf("RESULT self-signed rotation in pods: %d serving certificates seen (%d under the short CA), %d CAs; the pods' own CA served by both %s after the short CA was written; %d expired certificates presented",
 		s.leaves, s.underShort, s.cas, rolledAt.Sub(written).Round(time.Second), s.expired)

@@ -94,7 +94,7 @@ func testWebhookPodDeletedUnderLoad(t *testing.T, c *cluster.Cluster, jobsNS str
 	// The deletion comes after the load is under way and the load ends only once the replacement
 	// pod serves: the whole disruption happens under traffic, however fast the machine is.
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, testenv.Patience, true, func(context.Context) (bool, error) {
-		return l.sent.Load() >= 100, nil
+		return l.Sent() >= 100, nil
 	}); err != nil {
 		t.Fatalf("the load did not start: %v", err)
 	}
@@ -102,7 +102,7 @@ func testWebhookPodDeletedUnderLoad(t *testing.T, c *cluster.Cluster, jobsNS str
 	if err := c.Client.Delete(ctx, &victim); err != nil {
 		t.Fatal(err)
 	}
-	deletedAt, deletedTime := l.sent.Load(), time.Now()
+	deletedAt, deletedTime := l.Sent(), time.Now()
 	dropped := make(chan time.Duration, 1)
 	go func() { dropped <- untilNotServing(ctx, c, victim.Status.PodIP, deletedTime) }()
 	testenv.Eventually(t, "webhook pod "+victim.Name+" gone and a replacement Ready", func(ctx context.Context) (bool, error) {
@@ -117,7 +117,8 @@ func testWebhookPodDeletedUnderLoad(t *testing.T, c *cluster.Cluster, jobsNS str
 		}
 		return ready == 2, nil
 	})
-	l.stop(t, fmt.Sprintf("webhook pod %s deleted at %s after %d admissions", victim.Name, deletedTime.Format("15:04:05.000"), deletedAt))
+	l.Stop()
+	l.Check(t, fmt.Sprintf("webhook pod %s deleted at %s after %d admissions", victim.Name, deletedTime.Format("15:04:05.000"), deletedAt))
 	t.Logf("the Service's endpoints dropped the deleted pod %s after its deletion (its pre-stop delay: 5 s)", <-dropped)
 	if t.Failed() {
 		logWebhookCalls(t, c)

@@ -3,10 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +15,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/unpack"
 	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/load"
 	"github.com/olmguard/olmguard/test/scenario"
 )
 
@@ -94,63 +92,7 @@ func (a *admissions) next(ctx context.Context, i int64) (string, bool, error) {
 	return "Job", ok, err
 }
 
-// load sends admissions from a few workers until stopped and counts the answers.
-type load struct {
-	a  *admissions
-	wg sync.WaitGroup
-
-	stopping                        atomic.Bool
-	sent, mutated, unmutated, fails atomic.Int64
-	began                           time.Time
-	mu                              sync.Mutex
-	lastErr                         error
-	missed                          []string // each unmutated object: its kind and when it came back
-}
-
-// startLoad starts workers that send admissions back to back. Each finishes its request when
-// stopped: a request cancelled in flight would cancel the apiserver's call to the webhook.
-func startLoad(a *admissions, workers int) *load {
-	l := &load{a: a, began: time.Now()}
-	for range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for !l.stopping.Load() {
-				kind, ok, err := a.next(context.Background(), l.sent.Add(1))
-				switch {
-				case err != nil:
-					l.fails.Add(1)
-					l.mu.Lock()
-					l.lastErr = err
-					l.mu.Unlock()
-				case ok:
-					l.mutated.Add(1)
-				default:
-					l.unmutated.Add(1)
-					l.mu.Lock()
-					l.missed = append(l.missed, fmt.Sprintf("%s at +%s", kind, time.Since(l.began).Round(time.Millisecond)))
-					l.mu.Unlock()
-				}
-			}
-		}()
-	}
-	return l
-}
-
-// stop waits for the workers and fails t on any admission without olmguard's answer or any
-// failed request.
-func (l *load) stop(t *testing.T, what string) {
-	t.Helper()
-	l.stopping.Store(true)
-	l.wg.Wait()
-	t.Logf("%s: %d admissions (InstallPlans and unpack Jobs), %d mutated, %d unmutated, %d failed", what, l.sent.Load(), l.mutated.Load(), l.unmutated.Load(), l.fails.Load())
-	if l.sent.Load() == 0 {
-		t.Errorf("%s: no admission was sent", what)
-	}
-	if n := l.unmutated.Load(); n > 0 {
-		t.Errorf("%s: %d objects were admitted without olmguard's mutation (load started at %s): %v", what, n, l.began.Format("15:04:05.000"), l.missed)
-	}
-	if n := l.fails.Load(); n > 0 {
-		t.Errorf("%s: %d requests failed, the last: %v", what, n, l.lastErr)
-	}
+// startLoad sends admissions of a from workers until stopped.
+func startLoad(a *admissions, workers int) *load.Load {
+	return load.Start(context.Background(), a.next, workers)
 }

@@ -121,22 +121,23 @@ func testMeasureInPods(t *testing.T, c *cluster.Cluster, jobsNS string) {
 	cpuBefore := m.cpu()
 	l := startLoad(newAdmissions(t, c, "realnode-measure", jobsNS, true), 6)
 	began := time.Now()
-	for l.sent.Load() < n {
+	for l.Sent() < n {
 		m.sample()
 		time.Sleep(250 * time.Millisecond)
 	}
-	l.stop(t, "memory under load")
+	l.Stop()
+	l.Check(t, "memory under load")
 	elapsed := time.Since(began)
 	cpuAfter := m.cpu()
 	m.sample()
 	m.mu.Lock()
 	peak := maps.Clone(m.peak)
 	m.mu.Unlock()
-	t.Logf("RESULT load: %d admissions in %s (%.0f/s)", l.sent.Load(), elapsed.Round(100*time.Millisecond), float64(l.sent.Load())/elapsed.Seconds())
-	m.report(t, fmt.Sprintf("peak under %d admissions", l.sent.Load()), peak)
+	t.Logf("RESULT load: %d admissions in %s (%.0f/s)", l.Sent(), elapsed.Round(100*time.Millisecond), float64(l.Sent())/elapsed.Seconds())
+	m.report(t, fmt.Sprintf("peak under %d admissions", l.Sent()), peak)
 	for name, before := range cpuBefore {
 		used := cpuAfter[name] - before
-		t.Logf("RESULT CPU under %d admissions, %s: %s, %.0f millicores on average", l.sent.Load(), name, used.Round(time.Millisecond), 1000*used.Seconds()/elapsed.Seconds())
+		t.Logf("RESULT CPU under %d admissions, %s: %s, %.0f millicores on average", l.Sent(), name, used.Round(time.Millisecond), 1000*used.Seconds()/elapsed.Seconds())
 	}
 
 	measureAddedLatency(t, c, 300*scale)
