@@ -81,7 +81,7 @@ var (
 	// SubscriptionNudges counts resync annotations written to make OLM re-reconcile a Subscription.
 	SubscriptionNudges = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "olmguard_subscription_nudges_total",
-		Help: "Resync annotations written to Subscriptions in drift so OLM re-reconciles them.",
+		Help: "Resync annotations written to Subscriptions in drift, or whose resolution failed on CSVs that are gone since, so OLM re-reconciles them.",
 	})
 	// SubscriptionsDrifting is how many Subscriptions are in a reported drift right now.
 	SubscriptionsDrifting = prometheus.NewGauge(prometheus.GaugeOpts{

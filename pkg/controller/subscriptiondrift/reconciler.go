@@ -7,10 +7,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -35,6 +38,8 @@ const Name = "subscription-drift"
 const (
 	ReasonDrift         = "SubscriptionDrift"
 	ReasonDriftResolved = "SubscriptionDriftResolved"
+	// ReasonStaleResolution: OLM's resolution failed on installed CSVs that are gone since.
+	ReasonStaleResolution = "StaleResolutionFailure"
 )
 
 // Reconciler watches Subscriptions and the plans they reference.
@@ -93,6 +98,20 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 			}
 			return out
 		})).
+		// A CSV's deletion may be what an unsatisfiable resolution waits for (drift.StaleResolution).
+		Watches(&v1alpha1.ClusterServiceVersion{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			subs := &v1alpha1.SubscriptionList{}
+			if err := c.List(ctx, subs, client.InNamespace(o.GetNamespace())); err != nil {
+				return nil
+			}
+			var out []reconcile.Request
+			for _, s := range subs.Items {
+				if slices.Contains(drift.BlamedCSVs(&s), o.GetName()) {
+					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+				}
+			}
+			return out
+		})).
 		Complete(r)
 }
 
@@ -123,9 +142,47 @@ func (r *Reconciler) resolve(sub *v1alpha1.Subscription) {
 	}
 }
 
-// reconcileNormal compares the Subscription with its plan and reports and nudges a drift that
-// outlives the window.
+// reconcileNormal unsticks a stale resolution failure and handles a drift from the plan.
 func (r *Reconciler) reconcileNormal(ctx context.Context, sub *v1alpha1.Subscription) (reconcile.Result, error) {
+	stuck, err := r.unstickResolution(ctx, sub)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	res, err := r.reconcileDrift(ctx, sub)
+	if stuck > 0 && (res.RequeueAfter == 0 || stuck < res.RequeueAfter) {
+		res.RequeueAfter = stuck
+	}
+	return res, err
+}
+
+// unstickResolution nudges OLM when the Subscription's unsatisfiable resolution blames installed
+// CSVs that are gone: OLM does not retry that failure by itself (drift.StaleResolution). While it
+// lasts, it nudges at most once per Window; it returns when to look again (0: nothing to watch).
+func (r *Reconciler) unstickResolution(ctx context.Context, sub *v1alpha1.Subscription) (time.Duration, error) {
+	gone := drift.StaleResolution(sub, func(name string) bool {
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: sub.Namespace, Name: name}, &v1alpha1.ClusterServiceVersion{})
+		return !apierrors.IsNotFound(err) // in doubt, the CSV is there: no nudge
+	})
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	now := r.Now()
+	if since := now.Sub(drift.LastNudge(sub)); since < r.Window {
+		return r.Window - since, nil
+	}
+	if err := r.nudge(ctx, sub, now); err != nil {
+		return 0, err
+	}
+	r.Recorder.Eventf(sub, nil, corev1.EventTypeWarning, ReasonStaleResolution, "Nudge",
+		"OLM's resolution failed on installed CSVs that are gone since (%s) and OLM does not retry it: asked OLM to resolve again (annotation %s)",
+		strings.Join(gone, ", "), olmguard.ResyncAnnotation)
+	ctrl.LoggerFrom(ctx).Info("nudged OLM to resolve again: its failure blames CSVs that are gone", "csvs", gone)
+	return r.Window, nil
+}
+
+// reconcileDrift compares the Subscription with its plan and reports and nudges a drift that
+// outlives the window.
+func (r *Reconciler) reconcileDrift(ctx context.Context, sub *v1alpha1.Subscription) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(sub)
 	plan, err := drift.ReferencedPlan(ctx, r.Client, sub)
 	if err != nil {

@@ -2,14 +2,18 @@ package subscriptiondrift_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
+	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
@@ -169,5 +173,57 @@ func TestPersistentDriftIsNudgedAgainAndReportedOnce(t *testing.T) {
 	}
 	if c := fresh.Status.GetCondition(v1alpha1.SubscriptionInstallPlanPending); c == nil || c.Reason != "Installing" {
 		t.Errorf("olmguard must never write OLM's status: InstallPlanPending = %+v", c)
+	}
+}
+
+// OLM's resolution failed while a replaced CSV was still being deleted, and OLM does not retry an
+// unsatisfiable resolution: once the CSV it blames is gone, the reconciler asks OLM to resolve
+// again, naming only the CSV that is gone.
+func TestStaleResolutionFailureIsNudged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testenv.Patience)
+	defer cancel()
+	env = testenv.Shared(t)
+	ns := "drift-stale-resolution"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	csv := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": olm.V1alpha1APIVersion, "kind": olm.ClusterServiceVersionKind,
+			"metadata": map[string]any{"namespace": ns, "name": name},
+			"spec":     map[string]any{"displayName": "alpha", "install": map[string]any{"strategy": "deployment"}}}}
+	}
+	v1, v2 := csv("alpha.v1.0.0"), csv("alpha.v2.0.0")
+	for _, o := range []client.Object{v1, v2} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub := scenario.Subscription(ns, "alpha", "alpha", v1alpha1.ApprovalManual)
+	if err := env.Client.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	sub.Status.LastUpdated = now
+	sub.Status.Conditions = []v1alpha1.SubscriptionCondition{{Type: v1alpha1.SubscriptionResolutionFailed, Status: corev1.ConditionTrue,
+		Reason: "ConstraintsNotSatisfiable", LastTransitionTime: &now,
+		Message: "constraints not satisfiable: @existing/" + ns + "//alpha.v1.0.0, @existing/" + ns + "//alpha.v2.0.0 "}}
+	if err := env.Client.Status().Update(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "a nudge once alpha.v1.0.0 is gone", func(ctx context.Context) (bool, error) {
+		got := &v1alpha1.Subscription{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(sub), got)
+		return err == nil && got.Annotations[olmguard.ResyncAnnotation] != "", err
+	})
+	poll(ctx, t, "a Warning naming the CSV that is gone", func(ctx context.Context) (bool, error) {
+		return len(events(ctx, t, ns, sub.Name, subscriptiondrift.ReasonStaleResolution)) > 0, nil
+	})
+	msg := events(ctx, t, ns, sub.Name, subscriptiondrift.ReasonStaleResolution)[0].Message
+	if !strings.Contains(msg, "alpha.v1.0.0") || strings.Contains(msg, "alpha.v2.0.0") {
+		t.Errorf("the Event blames %q: want alpha.v1.0.0 only (alpha.v2.0.0 still exists)", msg)
 	}
 }
