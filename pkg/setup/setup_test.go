@@ -63,8 +63,11 @@ func startWebhook() (stop func() error, err error) {
 	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
 	o.Endpoints = setup.DefaultWebhook().Admission()
 	for i := range o.Endpoints {
-		if o.Endpoints[i].Path == olmguard.MutateInstallPlansPath {
+		switch p := o.Endpoints[i].Path; p {
+		case olmguard.MutateInstallPlansPath:
 			o.Endpoints[i].Handler = withoutLookupIn(noLookupNamespace, o.Endpoints[i].Handler)
+		case olmguard.ValidateOperatorGroupsPath, olmguard.ValidateSubscriptionsPath:
+			o.Endpoints[i].Handler = withOperatorGroupModes(p, o.Endpoints[i].Handler)
 		}
 	}
 	s, err := webhook.New(env.Config, o)
