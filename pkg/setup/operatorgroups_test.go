@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -75,27 +74,6 @@ func withOperatorGroupModes(path string, production admit.HandlerFactory) admit.
 			return routes[""].Handle(ctx, req)
 		}), nil
 	}
-}
-
-// warningClient is a client whose requests' admission warnings land in w.
-func warningClient(t *testing.T) (client.Client, *warnings) {
-	t.Helper()
-	w := &warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandlerWithContext = w
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, w
-}
-
-func (w *warnings) take() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	all := strings.Join(w.msgs, "\n")
-	w.msgs = nil
-	return all
 }
 
 func newOperatorGroup(ns, name string, targets ...string) *olmv1.OperatorGroup {

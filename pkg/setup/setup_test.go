@@ -200,11 +200,9 @@ func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ st
 	w.msgs = append(w.msgs, msg)
 }
 
-// The Subscription policies answer with admission warnings by default.
-func TestSubscriptionPoliciesWarn(t *testing.T) {
-	requireEnv(t)
-	ctx := context.Background()
-	ns := namespace(t, "policies")
+// warningClient is a client whose requests' admission warnings land in w.
+func warningClient(t *testing.T) (client.Client, *warnings) {
+	t.Helper()
 	w := &warnings{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WarningHandlerWithContext = w
@@ -212,6 +210,24 @@ func TestSubscriptionPoliciesWarn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, w
+}
+
+// take returns the warnings so far, joined, and forgets them.
+func (w *warnings) take() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	all := strings.Join(w.msgs, "\n")
+	w.msgs = nil
+	return all
+}
+
+// The Subscription policies answer with admission warnings by default.
+func TestSubscriptionPoliciesWarn(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns := namespace(t, "policies")
+	c, w := warningClient(t)
 	for _, s := range []*v1alpha1.Subscription{
 		scenario.Subscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),
 		scenario.Subscription(ns, "b", "etcd", v1alpha1.ApprovalAutomatic),
@@ -221,9 +237,9 @@ func TestSubscriptionPoliciesWarn(t *testing.T) {
 			t.Fatalf("warn mode must not deny: %v", err)
 		}
 	}
-	all := strings.Join(w.msgs, "\n")
+	all := w.take()
 	if !strings.Contains(all, `package "etcd" already has Subscription a`) || !strings.Contains(all, "every plan Manual") {
-		t.Fatalf("warnings = %q; want the duplicate-package and mixed-approval warnings", w.msgs)
+		t.Fatalf("warnings = %q; want the duplicate-package and mixed-approval warnings", all)
 	}
 }
 
