@@ -46,8 +46,10 @@ func OperatorGroupPolicies(p Policies, name, namespace string, others []metav1.O
 }
 
 // SubscriptionWithoutOperatorGroup checks a Subscription being created against its namespace's
-// OperatorGroups: without one, OLM never installs it (the CSV fails with reason NoOperatorGroup,
-// OLM issue #1063). Only ever a warning: the OperatorGroup may be created next.
+// OperatorGroups: without exactly one, the catalog-operator's namespace sync fails (olm-facts.md
+// §4: it reads the unpack settings from the OperatorGroup), and a CSV there fails with reason
+// NoOperatorGroup (OLM issue #1063), so OLM never installs it. Only ever a warning: the
+// OperatorGroup may be created next.
 func SubscriptionWithoutOperatorGroup(p Policies, sub *v1alpha1.Subscription, groups []metav1.ObjectMeta) []Violation {
 	if p.OperatorGroups == Off || len(liveNames(groups, "")) > 0 {
 		return nil
