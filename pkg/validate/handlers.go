@@ -137,11 +137,17 @@ func (h *OperatorGroupHandler) Handle(ctx context.Context, req admission.Request
 	return Respond(OperatorGroupPolicies(h.Policies, name, ns, others, missing))
 }
 
-// targetNames are the distinct non-empty names of targetNamespaces, in order.
+// maxTargetLookups bounds the Namespace GETs of one request: an OperatorGroup names a few target
+// namespaces, and a body of megabytes naming a million must not cost a million GETs.
+const maxTargetLookups = 100
+
+// targetNames are the first maxTargetLookups distinct non-empty names of targetNamespaces, in order.
 func targetNames(targets []string) []string {
 	var out []string
+	seen := map[string]bool{}
 	for _, t := range targets {
-		if t != "" && !slices.Contains(out, t) {
+		if t != "" && !seen[t] && len(out) < maxTargetLookups {
+			seen[t] = true
 			out = append(out, t)
 		}
 	}

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -219,6 +220,19 @@ func TestSubscriptionHandlerOperatorGroup(t *testing.T) {
 				t.Errorf("warnings %q, want the no-OperatorGroup warning: %v", resp.Warnings, tc.warn)
 			}
 		})
+	}
+}
+
+func TestTargetNames(t *testing.T) {
+	if got := targetNames([]string{"b", "", "a", "b", "c", "a"}); !cmp.Equal(got, []string{"b", "a", "c"}) {
+		t.Errorf("targetNames = %v, want the distinct non-empty names in order", got)
+	}
+	many := make([]string, 3*maxTargetLookups)
+	for i := range many {
+		many[i] = fmt.Sprintf("ns-%d", i)
+	}
+	if got := targetNames(many); len(got) != maxTargetLookups || got[0] != "ns-0" {
+		t.Errorf("targetNames of %d names gave %d, want the first %d", len(many), len(got), maxTargetLookups)
 	}
 }
 
