@@ -21,6 +21,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/validate"
 	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // Namespaces whose OperatorGroups and Subscriptions the in-process webhook judges with the
@@ -87,7 +88,7 @@ func newOperatorGroup(ns, name string, targets ...string) *olmv1.OperatorGroup {
 func TestOperatorGroupGuard(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
-	c, w := warningClient(t)
+	c, w := testenv.WarningClient(t, env.Config, env.Scheme)
 	const second = "already has OperatorGroup first"
 	const noGroup = "has no OperatorGroup, so OLM will not install Subscription"
 
@@ -101,23 +102,23 @@ func TestOperatorGroupGuard(t *testing.T) {
 		{namespace(t, ogOffNamespace), false, false, false},
 	} {
 		t.Run(tc.ns, func(t *testing.T) {
-			w.take()
+			w.Take()
 			if err := c.Create(ctx, scenario.Subscription(tc.ns, "early", "etcd", v1alpha1.ApprovalAutomatic)); err != nil {
 				t.Fatalf("a Subscription is never denied for want of an OperatorGroup: %v", err)
 			}
-			if got := w.take(); strings.Contains(got, noGroup) != tc.others || (tc.others && !strings.Contains(got, "create one OperatorGroup in namespace "+tc.ns)) {
+			if got := w.Take(); strings.Contains(got, noGroup) != tc.others || (tc.others && !strings.Contains(got, "create one OperatorGroup in namespace "+tc.ns)) {
 				t.Errorf("Subscription without an OperatorGroup: warnings %q, want the warning with its fix: %v", got, tc.others)
 			}
 			if err := c.Create(ctx, newOperatorGroup(tc.ns, "first", tc.ns)); err != nil {
 				t.Fatal(err)
 			}
-			if got := w.take(); got != "" {
+			if got := w.Take(); got != "" {
 				t.Errorf("first OperatorGroup: warnings %q, want none", got)
 			}
 			if err := c.Create(ctx, scenario.Subscription(tc.ns, "late", "redis", v1alpha1.ApprovalAutomatic)); err != nil {
 				t.Fatal(err)
 			}
-			if got := w.take(); strings.Contains(got, noGroup) {
+			if got := w.Take(); strings.Contains(got, noGroup) {
 				t.Errorf("Subscription beside an OperatorGroup: warnings %q", got)
 			}
 
@@ -128,7 +129,7 @@ func TestOperatorGroupGuard(t *testing.T) {
 			case !tc.denied && err != nil:
 				t.Errorf("second OperatorGroup: %v, want it admitted", err)
 			}
-			if got := w.take(); strings.Contains(got, second) != tc.warnSecond {
+			if got := w.Take(); strings.Contains(got, second) != tc.warnSecond {
 				t.Errorf("second OperatorGroup: warnings %q, want the warning: %v", got, tc.warnSecond)
 			}
 
@@ -140,7 +141,7 @@ func TestOperatorGroupGuard(t *testing.T) {
 			if err := c.Update(ctx, og); err != nil {
 				t.Fatalf("a missing target namespace is never denied: %v", err)
 			}
-			if got := w.take(); strings.Contains(got, "targets namespaces that do not exist: no-such-namespace;") != tc.others {
+			if got := w.Take(); strings.Contains(got, "targets namespaces that do not exist: no-such-namespace;") != tc.others {
 				t.Errorf("missing target namespace: warnings %q, want the warning: %v", got, tc.others)
 			}
 		})
@@ -160,11 +161,11 @@ func TestOperatorGroupGuard(t *testing.T) {
 		} {
 			counter := metrics.LookupErrors.WithLabelValues(tc.webhook)
 			before := testutil.ToFloat64(counter)
-			w.take()
+			w.Take()
 			if err := c.Create(ctx, tc.obj); err != nil {
 				t.Errorf("%T with its lookup failing: %v, want it admitted", tc.obj, err)
 			}
-			if got := w.take(); !strings.Contains(got, "OperatorGroup checks not done") {
+			if got := w.Take(); !strings.Contains(got, "OperatorGroup checks not done") {
 				t.Errorf("%T with its lookup failing: warnings %q, want the lookup's failure", tc.obj, got)
 			}
 			if got := testutil.ToFloat64(counter) - before; got != 1 {

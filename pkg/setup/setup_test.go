@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/cleanup"
@@ -189,45 +187,12 @@ func TestUpdateDroppingOwnerIsRestored(t *testing.T) {
 	}
 }
 
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, msg string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, msg)
-}
-
-// warningClient is a client whose requests' admission warnings land in w.
-func warningClient(t *testing.T) (client.Client, *warnings) {
-	t.Helper()
-	w := &warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandlerWithContext = w
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, w
-}
-
-// take returns the warnings so far, joined, and forgets them.
-func (w *warnings) take() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	all := strings.Join(w.msgs, "\n")
-	w.msgs = nil
-	return all
-}
-
 // The Subscription policies answer with admission warnings by default.
 func TestSubscriptionPoliciesWarn(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	ns := namespace(t, "policies")
-	c, w := warningClient(t)
+	c, w := testenv.WarningClient(t, env.Config, env.Scheme)
 	for _, s := range []*v1alpha1.Subscription{
 		scenario.Subscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),
 		scenario.Subscription(ns, "b", "etcd", v1alpha1.ApprovalAutomatic),
@@ -237,7 +202,7 @@ func TestSubscriptionPoliciesWarn(t *testing.T) {
 			t.Fatalf("warn mode must not deny: %v", err)
 		}
 	}
-	all := w.take()
+	all := w.Take()
 	if !strings.Contains(all, `package "etcd" already has Subscription a`) || !strings.Contains(all, "every plan Manual") {
 		t.Fatalf("warnings = %q; want the duplicate-package and mixed-approval warnings", all)
 	}

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -460,13 +458,7 @@ func replayThroughServiceAccounts(t *testing.T, ctx context.Context, c *cluster.
 		if err := c.CreateNamespace(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
-		w := &warningLog{}
-		cfg := rest.CopyConfig(c.Config)
-		cfg.WarningHandlerWithContext = w
-		wc, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		wc, w := testenv.WarningClient(t, c.Config, c.Client.Scheme())
 		for _, og := range []*olmv1.OperatorGroup{
 			{ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: ns}, Spec: olmv1.OperatorGroupSpec{TargetNamespaces: []string{ns, "rbac-og-missing"}}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns}},
@@ -475,30 +467,12 @@ func replayThroughServiceAccounts(t *testing.T, ctx context.Context, c *cluster.
 				t.Fatal(err)
 			}
 		}
-		got := w.String()
+		got := w.Take()
 		if !strings.Contains(got, "do not exist: rbac-og-missing") || !strings.Contains(got, "already has OperatorGroup first") || strings.Contains(got, "could not") {
 			t.Errorf("warnings %q, want the missing target and the second OperatorGroup: the webhook could not read Namespaces or OperatorGroups", got)
 		}
 	})
 	checkNoPermissionErrors(t, c, webhook, controller)
-}
-
-// warningLog collects the admission warnings a client receives.
-type warningLog struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warningLog) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, msg string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, msg)
-}
-
-func (w *warningLog) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.msgs, "\n")
 }
 
 // checkNoPermissionErrors stops the processes started by startAsServiceAccounts and fails on a
