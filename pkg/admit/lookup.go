@@ -4,11 +4,14 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
+	v1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
@@ -126,4 +129,67 @@ func orDefault(d time.Duration) time.Duration {
 		return DefaultLookupTimeout
 	}
 	return d
+}
+
+// OperatorGroups reads a namespace's OperatorGroups for a handler.
+type OperatorGroups interface {
+	// List returns the metadata of the namespace's OperatorGroups (name, deletionTimestamp).
+	List(ctx context.Context, namespace string) ([]metav1.ObjectMeta, error)
+}
+
+// LiveOperatorGroups lists OperatorGroups' metadata from the apiserver with a consistent read:
+// `kubectl apply -f` of a file holding an OperatorGroup and a Subscription (or two
+// OperatorGroups) creates them a moment apart, and a watch-cache read could miss the first one.
+type LiveOperatorGroups struct {
+	Reader client.Reader
+	// Timeout bounds one List (DefaultLookupTimeout when zero).
+	Timeout time.Duration
+}
+
+// List lists the namespace's OperatorGroups' metadata.
+func (l LiveOperatorGroups) List(ctx context.Context, namespace string) ([]metav1.ObjectMeta, error) {
+	ctx, cancel := context.WithTimeout(ctx, orDefault(l.Timeout))
+	defer cancel()
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(v1.GroupVersion.WithKind(olm.OperatorGroupKind + "List"))
+	if err := l.Reader.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	out := make([]metav1.ObjectMeta, len(list.Items))
+	for i := range list.Items {
+		out[i] = list.Items[i].ObjectMeta
+	}
+	return out, nil
+}
+
+// Namespaces answers which of some namespaces do not exist.
+type Namespaces interface {
+	Missing(ctx context.Context, names []string) ([]string, error)
+}
+
+// LiveNamespaces reads Namespaces' metadata from the apiserver, one GET per name (an
+// OperatorGroup names a few; listing every namespace of a large cluster would cost more).
+type LiveNamespaces struct {
+	Reader client.Reader
+	// Timeout bounds all the GETs of one call together (DefaultLookupTimeout when zero).
+	Timeout time.Duration
+}
+
+// Missing returns the names, in their order, that no Namespace has.
+func (l LiveNamespaces) Missing(ctx context.Context, names []string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, orDefault(l.Timeout))
+	defer cancel()
+	var missing []string
+	for _, name := range names {
+		ns := &metav1.PartialObjectMetadata{}
+		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+		err := l.Reader.Get(ctx, client.ObjectKey{Name: name}, ns)
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, name)
+		case err != nil:
+			return nil, err
+		}
+	}
+	return missing, nil
 }

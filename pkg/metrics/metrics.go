@@ -37,6 +37,12 @@ var (
 		Name: "olmguard_webhook_subscription_reads_total",
 		Help: "Subscription lookups of the webhook by read: consistent, or watch-cache (may miss a Subscription committed a moment before; the controller repairs).",
 	}, []string{"webhook", "read"})
+	// PolicyViolations counts the violations the validating policies answered, by policy and by
+	// the mode that applied (enforce: denied, warn: admitted with a warning).
+	PolicyViolations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_webhook_policy_violations_total",
+		Help: "Policy violations answered by the validating webhooks, by policy and mode (enforce: denied, warn: warned).",
+	}, []string{"policy", "mode"})
 	// InstallPlanRepairs counts InstallPlans the controller patched with missing Subscription owners.
 	InstallPlanRepairs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "olmguard_installplan_owner_repairs_total",
@@ -91,6 +97,6 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(WebhookRequests, WebhookCertificateExpiry, Mutations, LookupErrors, SubscriptionReads, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
+	metrics.Registry.MustRegister(WebhookRequests, WebhookCertificateExpiry, Mutations, LookupErrors, SubscriptionReads, PolicyViolations, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
 		UnpackJobRepairs, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting)
 }

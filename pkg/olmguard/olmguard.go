@@ -51,6 +51,7 @@ const (
 	ValidateSubscriptionsPath          = "/validate/subscriptions"
 	ValidateInstallPlansPath           = "/validate/installplans"
 	ValidateClusterServiceVersionsPath = "/validate/clusterserviceversions"
+	ValidateOperatorGroupsPath         = "/validate/operatorgroups"
 )
 
 // MetricsPrefix starts the name of every metric olmguard exports.

@@ -43,11 +43,20 @@ func (w Webhook) Admission() []admit.Endpoint {
 				return &mutate.JobHandler{TTL: w.UnpackJobTTL, Catalogs: admit.LiveCatalogNamespaces{Reader: mgr.GetAPIReader()}}, nil
 			},
 		},
-		{ // Duplicate packages and mixed approval in a namespace.
+		{ // Duplicate packages and mixed approval in a namespace; a create where no OperatorGroup is.
 			Webhook: registration.Webhook{Name: "subscriptions.validate.olmguard.io", Path: olmguard.ValidateSubscriptionsPath,
 				Rules: registration.OLMRule("subscriptions", create, update)},
 			Handler: func(mgr manager.Manager) (admission.Handler, error) {
-				return &validate.SubscriptionHandler{Subscriptions: subscriptions(mgr, validate.SubscriptionsWebhook), Policies: w.Policies}, nil
+				return &validate.SubscriptionHandler{Subscriptions: subscriptions(mgr, validate.SubscriptionsWebhook),
+					OperatorGroups: admit.LiveOperatorGroups{Reader: mgr.GetAPIReader()}, Policies: w.Policies}, nil
+			},
+		},
+		{ // The OperatorGroup guard: a second OperatorGroup in a namespace, missing target namespaces.
+			Webhook: registration.Webhook{Name: "operatorgroups.validate.olmguard.io", Path: olmguard.ValidateOperatorGroupsPath,
+				Rules: registration.OperatorGroupRule(create, update)},
+			Handler: func(mgr manager.Manager) (admission.Handler, error) {
+				return &validate.OperatorGroupHandler{OperatorGroups: admit.LiveOperatorGroups{Reader: mgr.GetAPIReader()},
+					Namespaces: admit.LiveNamespaces{Reader: mgr.GetAPIReader()}, Policies: w.Policies}, nil
 			},
 		},
 		{ // An InstallPlan update must keep live Subscriptions' ownerReferences.

@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/cleanup"
@@ -63,8 +61,11 @@ func startWebhook() (stop func() error, err error) {
 	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
 	o.Endpoints = setup.DefaultWebhook().Admission()
 	for i := range o.Endpoints {
-		if o.Endpoints[i].Path == olmguard.MutateInstallPlansPath {
+		switch p := o.Endpoints[i].Path; p {
+		case olmguard.MutateInstallPlansPath:
 			o.Endpoints[i].Handler = withoutLookupIn(noLookupNamespace, o.Endpoints[i].Handler)
+		case olmguard.ValidateOperatorGroupsPath, olmguard.ValidateSubscriptionsPath:
+			o.Endpoints[i].Handler = withOperatorGroupModes(p, o.Endpoints[i].Handler)
 		}
 	}
 	s, err := webhook.New(env.Config, o)
@@ -186,29 +187,12 @@ func TestUpdateDroppingOwnerIsRestored(t *testing.T) {
 	}
 }
 
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, msg string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, msg)
-}
-
 // The Subscription policies answer with admission warnings by default.
 func TestSubscriptionPoliciesWarn(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	ns := namespace(t, "policies")
-	w := &warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandlerWithContext = w
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, w := testenv.WarningClient(t, env.Config, env.Scheme)
 	for _, s := range []*v1alpha1.Subscription{
 		scenario.Subscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),
 		scenario.Subscription(ns, "b", "etcd", v1alpha1.ApprovalAutomatic),
@@ -218,9 +202,9 @@ func TestSubscriptionPoliciesWarn(t *testing.T) {
 			t.Fatalf("warn mode must not deny: %v", err)
 		}
 	}
-	all := strings.Join(w.msgs, "\n")
+	all := w.Take()
 	if !strings.Contains(all, `package "etcd" already has Subscription a`) || !strings.Contains(all, "every plan Manual") {
-		t.Fatalf("warnings = %q; want the duplicate-package and mixed-approval warnings", w.msgs)
+		t.Fatalf("warnings = %q; want the duplicate-package and mixed-approval warnings", all)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olm"
+	v1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/pkg/review"
@@ -19,14 +21,19 @@ import (
 
 // Metric labels of the validating handlers.
 const (
-	SubscriptionsWebhook = "validate-subscriptions"
-	InstallPlansWebhook  = "validate-installplans"
+	SubscriptionsWebhook    = "validate-subscriptions"
+	InstallPlansWebhook     = "validate-installplans"
+	OperatorGroupsWebhook   = "validate-operatorgroups"
+	operatorGroupsUnchecked = "OperatorGroup checks not done"
 )
 
-// SubscriptionHandler serves /validate/subscriptions: duplicate packages and mixed approval.
+// SubscriptionHandler serves /validate/subscriptions: duplicate packages and mixed approval, and
+// on a create, whether the namespace has an OperatorGroup.
 type SubscriptionHandler struct {
 	Subscriptions admit.Subscriptions
-	Policies      Policies
+	// OperatorGroups, when set, is read on a create for the OperatorGroup guard.
+	OperatorGroups admit.OperatorGroups
+	Policies       Policies
 }
 
 // Handle answers one AdmissionReview.
@@ -57,7 +64,94 @@ func (h *SubscriptionHandler) Handle(ctx context.Context, req admission.Request)
 	if err != nil {
 		return admit.LookupFailed(ctx, SubscriptionsWebhook, "Subscriptions", "policies not checked", err)
 	}
-	return Respond(SubscriptionPolicies(h.Policies, sub, others))
+	violations := SubscriptionPolicies(h.Policies, sub, others)
+	if req.Operation != "CREATE" || h.OperatorGroups == nil || h.Policies.OperatorGroups == Off {
+		return Respond(violations)
+	}
+	groups, err := h.OperatorGroups.List(ctx, sub.Namespace)
+	if err != nil {
+		return respondDespite(violations, admit.LookupFailed(ctx, SubscriptionsWebhook, "OperatorGroups", operatorGroupsUnchecked, err))
+	}
+	return Respond(append(violations, SubscriptionWithoutOperatorGroup(h.Policies, sub, groups)...))
+}
+
+// respondDespite answers violations found before a lookup failed, with the failure's warning:
+// one failed lookup does not drop what the others found.
+func respondDespite(violations []Violation, failed admission.Response) admission.Response {
+	resp := Respond(violations)
+	resp.Warnings = append(resp.Warnings, failed.Warnings...)
+	return resp
+}
+
+// OperatorGroupHandler serves /validate/operatorgroups: a second OperatorGroup in a namespace,
+// and target namespaces that do not exist.
+type OperatorGroupHandler struct {
+	OperatorGroups admit.OperatorGroups
+	Namespaces     admit.Namespaces
+	Policies       Policies
+}
+
+// Handle answers one AdmissionReview.
+func (h *OperatorGroupHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Kind.Kind != olm.OperatorGroupKind || req.Kind.Group != olm.Group {
+		return admission.Allowed("not an OperatorGroup")
+	}
+	if (req.Operation != "CREATE" && req.Operation != "UPDATE") || h.Policies.OperatorGroups == Off {
+		return admission.Allowed("")
+	}
+	og := &v1.OperatorGroup{}
+	if err := decodeObject(req.Object.Raw, og); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding OperatorGroup: %w", err))
+	}
+	ns, name := og.Namespace, og.Name
+	if ns == "" {
+		ns = req.Namespace
+	}
+	if name == "" {
+		name = og.GenerateName + "<generated>"
+	}
+	var others []metav1.ObjectMeta
+	if req.Operation == "UPDATE" {
+		old := &v1.OperatorGroup{}
+		if err := decodeObject(req.OldObject.Raw, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old OperatorGroup: %w", err))
+		}
+		if slices.Equal(old.Spec.TargetNamespaces, og.Spec.TargetNamespaces) {
+			return admission.Allowed("") // OLM's own updates (annotations) change no target
+		}
+	} else {
+		var err error
+		if others, err = h.OperatorGroups.List(ctx, ns); err != nil {
+			return admit.LookupFailed(ctx, OperatorGroupsWebhook, "OperatorGroups", operatorGroupsUnchecked, err)
+		}
+	}
+	targets := targetNames(og.Spec.TargetNamespaces)
+	if len(targets) == 0 {
+		return Respond(OperatorGroupPolicies(h.Policies, name, ns, others, nil))
+	}
+	missing, err := h.Namespaces.Missing(ctx, targets)
+	if err != nil {
+		return respondDespite(OperatorGroupPolicies(h.Policies, name, ns, others, nil),
+			admit.LookupFailed(ctx, OperatorGroupsWebhook, "Namespaces", "target namespaces not checked", err))
+	}
+	return Respond(OperatorGroupPolicies(h.Policies, name, ns, others, missing))
+}
+
+// maxTargetLookups bounds the Namespace GETs of one request: an OperatorGroup names a few target
+// namespaces, and a body of megabytes naming a million must not cost a million GETs.
+const maxTargetLookups = 100
+
+// targetNames are the first maxTargetLookups distinct non-empty names of targetNamespaces, in order.
+func targetNames(targets []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range targets {
+		if t != "" && !seen[t] && len(out) < maxTargetLookups {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // decodeObject decodes a whole (small) object and requires its metadata.

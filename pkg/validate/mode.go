@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/olmguard/olmguard/pkg/metrics"
 )
 
 // Mode is how a policy acts on a violation.
@@ -46,12 +48,18 @@ type Policies struct {
 	// CleanupFinalizer: removal of olmguard.io/cleanup by anyone but olmguard's controller while
 	// its cleanup is pending.
 	CleanupFinalizer Mode
+	// OperatorGroups: a second OperatorGroup in a namespace (OLM then fails every CSV there), and,
+	// as warnings whatever the mode unless off, targetNamespaces naming a namespace that does not
+	// exist and a Subscription in a namespace without an OperatorGroup.
+	OperatorGroups Mode
 }
 
 // DefaultPolicies are the flag defaults: warn where OLM's own behaviour is only surprising,
-// enforce where a write would lose data or cleanup.
+// enforce where a write would lose data or cleanup. OperatorGroups warns: a second OperatorGroup
+// stops installs in its namespace but deletes nothing, and is undone by deleting it; denying it
+// by default could break an installer that creates the new group before deleting the old one.
 func DefaultPolicies() Policies {
-	return Policies{MixedApproval: Warn, DuplicatePackage: Warn, InstallPlanOwnerDrop: Enforce, CleanupFinalizer: Enforce}
+	return Policies{MixedApproval: Warn, DuplicatePackage: Warn, InstallPlanOwnerDrop: Enforce, CleanupFinalizer: Enforce, OperatorGroups: Warn}
 }
 
 // Violation is one policy broken by a request.
@@ -62,10 +70,14 @@ type Violation struct {
 }
 
 // Respond turns violations into an admission answer: any enforced one denies with every enforced
-// message; warned ones become warnings; off ones are dropped.
+// message; warned ones become warnings; off ones are dropped. Each enforced or warned violation
+// is counted in olmguard_webhook_policy_violations_total.
 func Respond(violations []Violation) admission.Response {
 	var denied, warnings []string
 	for _, v := range violations {
+		if v.Mode == Enforce || v.Mode == Warn {
+			metrics.PolicyViolations.WithLabelValues(v.Policy, string(v.Mode)).Inc()
+		}
 		switch v.Mode {
 		case Enforce:
 			denied = append(denied, v.Message)
@@ -88,5 +100,6 @@ func (p *Policies) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&p.MixedApproval, "policy-mixed-approval", "mode of the policy against a namespace mixing Manual and Automatic Subscriptions: enforce, warn or off")
 	fs.Var(&p.DuplicatePackage, "policy-duplicate-package", "mode of the policy against a second Subscription for a package in one namespace: enforce, warn or off")
 	fs.Var(&p.InstallPlanOwnerDrop, "policy-installplan-owner-drop", "mode of the policy against InstallPlan updates that drop a live Subscription's ownerReference: enforce, warn or off")
+	fs.Var(&p.OperatorGroups, "policy-operatorgroups", "mode of the policy against a second OperatorGroup in a namespace: enforce, warn or off; its warnings on missing target namespaces and on Subscriptions without an OperatorGroup are never denials, and off turns them off too")
 	fs.Var(&p.CleanupFinalizer, "policy-cleanup-finalizer", "mode of the policy against removing olmguard.io/cleanup while its cleanup is pending: enforce, warn or off")
 }

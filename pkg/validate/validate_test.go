@@ -235,10 +235,13 @@ func TestPolicyFlags(t *testing.T) {
 	p := DefaultPolicies()
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	p.BindFlags(fs)
-	if err := fs.Parse([]string{"--policy-mixed-approval=off", "--policy-duplicate-package=enforce"}); err != nil {
+	if p.OperatorGroups != Warn {
+		t.Errorf("--policy-operatorgroups defaults to %q, want warn", p.OperatorGroups)
+	}
+	if err := fs.Parse([]string{"--policy-mixed-approval=off", "--policy-duplicate-package=enforce", "--policy-operatorgroups=enforce"}); err != nil {
 		t.Fatal(err)
 	}
-	if p.MixedApproval != Off || p.DuplicatePackage != Enforce || p.InstallPlanOwnerDrop != Enforce {
+	if p.MixedApproval != Off || p.DuplicatePackage != Enforce || p.InstallPlanOwnerDrop != Enforce || p.OperatorGroups != Enforce {
 		t.Errorf("parsed %+v", p)
 	}
 	fs.SetOutput(io.Discard)

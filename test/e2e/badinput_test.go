@@ -174,6 +174,11 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 			"spec": map[string]any{"source": "none", "sourceNamespace": ns, "name": "probe",
 				"config": map[string]any{"env": []any{map[string]any{"name": "NOTES", "value": pad}}}}}
 	}
+	operatorGroup := func(pad string) map[string]any {
+		return map[string]any{"apiVersion": ops + "/v1", "kind": "OperatorGroup",
+			"metadata": map[string]any{"name": "probe-og", "namespace": ns, "annotations": map[string]any{"notes": pad}},
+			"spec":     map[string]any{"targetNamespaces": []any{ns, "olmguard-no-such-namespace"}}}
+	}
 	const user = "system:serviceaccount:olmguard-probe:someone"
 	return map[string]reviewTarget{
 		olmguard.MutateInstallPlansPath: {group: ops, version: "v1alpha1", kind: "InstallPlan", resource: "installplans",
@@ -188,6 +193,9 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 		olmguard.ValidateSubscriptionsPath: {group: ops, version: "v1alpha1", kind: "Subscription", resource: "subscriptions",
 			op: admissionv1.Create, user: user, object: subscription,
 			good: reviewAnswer{allowed: true, warning: `package "probe" already has Subscription`, uid: true}},
+		olmguard.ValidateOperatorGroupsPath: {group: ops, version: "v1", kind: "OperatorGroup", resource: "operatorgroups",
+			op: admissionv1.Create, user: user, object: operatorGroup,
+			good: reviewAnswer{allowed: true, warning: "targets namespaces that do not exist: olmguard-no-such-namespace;", uid: true}},
 		olmguard.ValidateInstallPlansPath: {group: ops, version: "v1alpha1", kind: "InstallPlan", resource: "installplans",
 			op: admissionv1.Update, user: user, object: plan(nil), old: plan([]any{subRef}),
 			good: reviewAnswer{code: http.StatusForbidden, message: "must keep the ownerReferences of live Subscriptions " + sub.Name, uid: true}},
@@ -300,7 +308,10 @@ func badCases() []badCase {
 				case olmguard.MutateJobsPath:
 					return failedOpenAnswer("decoding Job: object has no spec")
 				case olmguard.ValidateSubscriptionsPath:
-					return unchangedAnswer // no package: nothing to compare
+					// no package: nothing to compare; olmguard-probe has no OperatorGroup
+					return reviewAnswer{allowed: true, warning: "namespace olmguard-probe has no OperatorGroup", uid: true}
+				case olmguard.ValidateOperatorGroupsPath:
+					return unchangedAnswer // no target namespaces to look up
 				}
 				return tg.good
 			}},

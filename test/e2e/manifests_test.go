@@ -25,6 +25,7 @@ import (
 
 	"github.com/olmguard/olmguard/manifests"
 	"github.com/olmguard/olmguard/pkg/admit"
+	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
@@ -251,6 +252,7 @@ func checkWebhookConfigurations(t *testing.T, overlay string, objs []*unstructur
 		{"clusterserviceversions.mutate.olmguard.io", "operators.coreos.com/clusterserviceversions", "CREATE,UPDATE"},
 		{"jobs.mutate.olmguard.io", "batch/jobs", "CREATE"},
 		{"subscriptions.validate.olmguard.io", "operators.coreos.com/subscriptions", "CREATE,UPDATE"},
+		{"operatorgroups.validate.olmguard.io", "operators.coreos.com/operatorgroups", "CREATE,UPDATE"},
 		{"installplans.validate.olmguard.io", "operators.coreos.com/installplans", "UPDATE"},
 		{"clusterserviceversions.validate.olmguard.io", "operators.coreos.com/clusterserviceversions", "UPDATE"},
 	}
@@ -449,6 +451,25 @@ func replayThroughServiceAccounts(t *testing.T, ctx context.Context, c *cluster.
 		}
 		if !o.Recovered {
 			t.Error("catalog pod not recovered: the controller could not delete it")
+		}
+	})
+	t.Run("OperatorGroup guard", func(t *testing.T) {
+		ns := "rbac-og"
+		if err := c.CreateNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		wc, w := testenv.WarningClient(t, c.Config, c.Client.Scheme())
+		for _, og := range []*olmv1.OperatorGroup{
+			{ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: ns}, Spec: olmv1.OperatorGroupSpec{TargetNamespaces: []string{ns, "rbac-og-missing"}}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns}},
+		} {
+			if err := wc.Create(ctx, og); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := w.Take()
+		if !strings.Contains(got, "do not exist: rbac-og-missing") || !strings.Contains(got, "already has OperatorGroup first") || strings.Contains(got, "could not") {
+			t.Errorf("warnings %q, want the missing target and the second OperatorGroup: the webhook could not read Namespaces or OperatorGroups", got)
 		}
 	})
 	checkNoPermissionErrors(t, c, webhook, controller)

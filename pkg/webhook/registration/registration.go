@@ -153,6 +153,14 @@ func OLMRule(resource string, ops ...admissionregistrationv1.OperationType) []ad
 	}}
 }
 
+// OperatorGroupRule sends OperatorGroups (operators.coreos.com/v1, the storage version; the
+// Equivalent match policy also sends v1alpha2 writes, converted to v1), for ops.
+func OperatorGroupRule(ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+	r := OLMRule("operatorgroups", ops...)
+	r[0].APIVersions = []string{"v1"}
+	return r
+}
+
 // JobCreates sends Job creations.
 func JobCreates() []admissionregistrationv1.RuleWithOperations {
 	return []admissionregistrationv1.RuleWithOperations{{
