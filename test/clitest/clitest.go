@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,9 +18,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -101,7 +97,7 @@ func SIGTERMStopsCleanly(t *testing.T, args func(kubeconfig string, health int) 
 		t.Fatal(err)
 	}
 	health := testenv.FreePort(t)
-	cmd := exec.Command(os.Args[0], args(writeKubeconfig(t, env.Config), health)...)
+	cmd := exec.Command(os.Args[0], args(testenv.WriteKubeconfig(t, env.Config), health)...)
 	cmd.Env = append(os.Environ(), envRunMain+"=1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -145,20 +141,6 @@ func waitReady(t *testing.T, port int, exited <-chan error, out *bytes.Buffer) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // ParseFlags binds flags on a fresh flag set, parses args and validates: it fails the test unless

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,44 +28,13 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
+	"github.com/olmguard/olmguard/test/certmanager"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
 )
-
-// certManagerCRDs reads cert-manager's CRDs from the cert-manager Go module olmguard already
-// depends on (its certs package uses cert-manager's PKI helpers), so the overlay's Issuer and
-// Certificate are validated by the real schemas.
-func certManagerCRDs(t *testing.T) []*unstructured.Unstructured {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/cert-manager/cert-manager").Output()
-	if err != nil {
-		t.Fatalf("locating the cert-manager module: %v", err)
-	}
-	files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no cert-manager CRDs in the module (%v)", err)
-	}
-	var crds []*unstructured.Unstructured
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs, err := manifests.Decode(b)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for _, o := range objs {
-			if o.GetKind() == "CustomResourceDefinition" {
-				crds = append(crds, o)
-			}
-		}
-	}
-	return crds
-}
 
 // serverSideApply applies obj with server-side apply and strict field validation, for real or as
 // a dry run (admission and validation run in full, nothing is stored).
@@ -146,25 +113,7 @@ func TestManifests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	for _, crd := range certManagerCRDs(t) {
-		if err := serverSideApply(ctx, c.Client, crd, false); err != nil {
-			t.Fatalf("applying cert-manager CRD %s: %v", crd.GetName(), err)
-		}
-	}
-	testenv.Eventually(t, "cert-manager CRDs established", func(ctx context.Context) (bool, error) {
-		for _, name := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := c.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
-				return false, client.IgnoreNotFound(err)
-			}
-			if !slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
-				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
-			}) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	certmanager.InstallCRDs(t, c.Client)
 
 	rendered := map[string][]*unstructured.Unstructured{}
 	for _, overlay := range manifests.Overlays {
