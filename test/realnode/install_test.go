@@ -293,18 +293,21 @@ func TestInstallSelfSigned(t *testing.T) {
 	})
 
 	t.Run("uninstall as the README says", func(t *testing.T) {
-		checkUninstall(t, c, kubectl)
+		checkUninstall(t, c, kubectl, "manifests/overlays/self-signed")
 		// OLM keeps working: an operator installs and upgrades with olmguard gone.
 		ns := "realnode-after-uninstall"
 		if _, err := scenario.InstallGamma(ctx, sim, scenario.GammaUpgradeCatalog(ns), ns); err != nil {
 			t.Errorf("installing an operator after olmguard was uninstalled: %v", err)
 		}
 	})
+
+	t.Run("cert-manager overlay", func(t *testing.T) { testCertManagerOverlay(t, c, n, kubectl, sim, cat) })
 }
 
 // checkUninstall removes olmguard as the README says (kubectl olmguard uninstall, then kubectl
-// delete --ignore-not-found -k): nothing of olmguard is left and no CSV keeps its finalizer.
-func checkUninstall(t *testing.T, c *cluster.Cluster, kubectl string) {
+// delete --ignore-not-found -k of the overlay it was installed from): nothing of olmguard is left
+// and no CSV keeps its finalizer.
+func checkUninstall(t *testing.T, c *cluster.Cluster, kubectl, overlay string) {
 	ctx := context.Background()
 	root, err := testbin.RepoRoot()
 	if err != nil {
@@ -313,7 +316,7 @@ func checkUninstall(t *testing.T, c *cluster.Cluster, kubectl string) {
 	bin := procs.Binaries(t)
 	for _, args := range [][]string{
 		{filepath.Join(bin, "kubectl-olmguard"), "uninstall", "--kubeconfig", c.Kubeconfig},
-		{kubectl, "--kubeconfig", c.Kubeconfig, "delete", "--ignore-not-found", "-k", "manifests/overlays/self-signed"},
+		{kubectl, "--kubeconfig", c.Kubeconfig, "delete", "--ignore-not-found", "-k", overlay},
 	} {
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Dir = root

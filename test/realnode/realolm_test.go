@@ -97,7 +97,7 @@ func TestRealOLMWithOlmguardInPods(t *testing.T) {
 	})
 	t.Run("uninstall as the README says", func(t *testing.T) {
 		setSchedulable(t, c, func(name string) bool { return name == n.Name }, true)
-		checkUninstall(t, c, kubectl)
+		checkUninstall(t, c, kubectl, "manifests/overlays/self-signed")
 	})
 }
 
