@@ -42,3 +42,5 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=0"}
 	})
 }
+
+func TestVersion(t *testing.T) { clitest.Version(t, run, name, "--version") }

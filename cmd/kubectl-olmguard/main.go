@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/olmguard/olmguard/internal/kubeapi"
+	"github.com/olmguard/olmguard/internal/version"
 	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/uninstall"
@@ -30,6 +31,7 @@ Commands:
   doctor      audit the cluster for the OLM failures olmguard fixes (F1–F5) and print each
               problem with a fix; exit status 0 when healthy, 1 when problems are found,
               2 when the audit could not run or was incomplete
+  version     print the version and commit this plugin was built from (also --version)
   uninstall   scale olmguard's Deployments (olmguard-system) to zero, remove its webhook
               configurations, then olmguard.io/cleanup from every CSV, so that removing olmguard
               leaves nothing stuck (OLM's own objects are not touched); then delete olmguard's
@@ -52,6 +54,10 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	if args[0] == "version" || args[0] == "--version" {
+		fmt.Fprintln(stdout, version.Get().String("kubectl-olmguard"))
 		return 0
 	}
 	cmd := args[0]

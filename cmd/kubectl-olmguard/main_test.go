@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/olmguard/olmguard/test/clitest"
 )
 
 func TestUsageAndErrors(t *testing.T) {
@@ -30,4 +32,9 @@ func TestUsageAndErrors(t *testing.T) {
 			t.Errorf("run(%q) = %d, output %q; want %d containing %q", tt.args, code, stdout.String()+stderr.String(), tt.code, tt.out)
 		}
 	}
+}
+
+func TestVersion(t *testing.T) {
+	clitest.Version(t, run, "kubectl-olmguard", "version")
+	clitest.Version(t, run, "kubectl-olmguard", "--version")
 }

@@ -45,3 +45,5 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 			"--metrics-bind-address=0"}
 	})
 }
+
+func TestVersion(t *testing.T) { clitest.Version(t, run, name, "--version") }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/olmguard/olmguard/internal/kubeapi"
+	"github.com/olmguard/olmguard/internal/version"
 )
 
 // Command describes one binary.
@@ -42,7 +43,11 @@ func (c Command) Main(args []string, stdout, stderr io.Writer) int {
 	qps := fs.Float64("kube-api-qps", kubeapi.DefaultQPS, "client-side limit of requests per second to the kube-apiserver")
 	burst := fs.Int("kube-api-burst", kubeapi.DefaultBurst, "client-side burst of requests to the kube-apiserver")
 	zapOpts.BindFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version and commit this binary was built from, and exit")
 	validate := func() error {
+		if *showVersion {
+			return nil
+		}
 		if *qps <= 0 || *burst < 1 {
 			return fmt.Errorf("--kube-api-qps %g and --kube-api-burst %d must be positive", *qps, *burst)
 		}
@@ -53,6 +58,10 @@ func (c Command) Main(args []string, stdout, stderr io.Writer) int {
 	}
 	if code, done := parse(fs, args, stdout, stderr, c.About, validate); done {
 		return code
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.Get().String(c.Name))
+		return 0
 	}
 
 	logger := zap.New(zap.UseFlagOptions(&zapOpts))

@@ -161,3 +161,17 @@ func ParseFlags(t *testing.T, bind func(*flag.FlagSet), validate func() error, a
 		t.Fatalf("error = %v, want one containing %q", err, wantErr)
 	}
 }
+
+// Version checks that args (e.g. --version) exit 0 and print one line naming the program and a
+// version, without touching a cluster.
+func Version(t *testing.T, run Run, program string, args ...string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("%v exited %d: %s", args, code, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.HasPrefix(out, program+" ") || !strings.Contains(out, "(commit ") || strings.Count(out, "\n") != 1 {
+		t.Errorf("%v printed %q, want one line %q", args, out, program+" <version> (commit <sha>, ...)")
+	}
+}
