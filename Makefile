@@ -10,8 +10,22 @@ TEST_ENV := OLMGUARD_BIN_DIR=$(BIN_DIR) KUBEBUILDER_ASSETS=$(BIN_DIR) OLMGUARD_R
 .PHONY: all build test binaries generate lint
 all: build
 
+# VERSION and COMMIT are stamped into every binary (--version): the newest v* tag describing HEAD,
+# or v0.1.0-dev.<commit> before the first release.
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.1.0-dev.$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
+LDFLAGS := -X github.com/olmguard/olmguard/internal/version.version=$(VERSION) -X github.com/olmguard/olmguard/internal/version.commit=$(COMMIT)
+
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+
+## dist: the release artifacts in dist/: the binaries for linux and darwin on amd64 and arm64
+## stamped with VERSION and COMMIT, the kubectl plugin's archives and krew manifest
+## (dist/krew/olmguard.yaml), the image archives for linux/amd64 and linux/arm64, the rendered
+## manifests, and SHA256SUMS. PLATFORMS=linux/amd64 builds one platform only.
+.PHONY: dist
+dist:
+	$(GO) run ./hack/dist -o dist -version $(VERSION) -commit $(COMMIT) $(if $(PLATFORMS),-platforms $(PLATFORMS))
 
 ## binaries: build the test binaries (kube-apiserver, etcd, kwok, ...) once per machine, cached outside the clone.
 binaries:

@@ -1,0 +1,252 @@
+// Package release builds olmguard's release artifacts (`make dist`): the three binaries for every
+// platform, stamped with the version and commit; the kubectl plugin's archives and the krew plugin
+// manifest that points at them; the container image archives; the rendered manifests; and
+// SHA256SUMS over all of it.
+package release
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/olmguard/olmguard/internal/image"
+	"github.com/olmguard/olmguard/manifests"
+)
+
+// Platform is one GOOS/GOARCH pair.
+type Platform struct{ OS, Arch string }
+
+func (p Platform) String() string { return p.OS + "/" + p.Arch }
+
+// Platforms are the ones a release ships binaries for.
+var Platforms = []Platform{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "amd64"}, {"darwin", "arm64"}}
+
+// ParsePlatforms reads "linux/amd64,darwin/arm64".
+func ParsePlatforms(s string) ([]Platform, error) {
+	var out []Platform
+	for _, f := range strings.Split(s, ",") {
+		os, arch, ok := strings.Cut(strings.TrimSpace(f), "/")
+		if !ok || os == "" || arch == "" {
+			return nil, fmt.Errorf("platform %q: want GOOS/GOARCH, e.g. linux/amd64", f)
+		}
+		out = append(out, Platform{os, arch})
+	}
+	return out, nil
+}
+
+// Options say what to build.
+type Options struct {
+	Root      string     // the module's directory
+	Out       string     // the directory to write (emptied first)
+	Version   string     // the release version, a semantic version with a v: v0.2.0
+	Commit    string     // the commit built
+	Platforms []Platform // default Platforms
+	// ImageRepo is the image repository the manifests name, tagged with Version.
+	ImageRepo string
+	// DownloadURL is where the release's files are published; the krew manifest's URIs are
+	// DownloadURL/<archive>.
+	DownloadURL string
+	Log         io.Writer
+}
+
+// semver is the form krew (and Helm) require of a version.
+var semver = regexp.MustCompile(`^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+
+// Validate checks the options a release cannot do without.
+func (o Options) Validate() error {
+	if !semver.MatchString(o.Version) {
+		return fmt.Errorf("version %q is not a semantic version with a leading v (e.g. v0.2.0): krew and Helm need one", o.Version)
+	}
+	if o.Commit == "" {
+		return fmt.Errorf("the commit is empty")
+	}
+	if last := o.ImageRepo[strings.LastIndex(o.ImageRepo, "/")+1:]; last == "" || strings.ContainsAny(last, ":@") {
+		return fmt.Errorf("image repository %q: want a repository without tag or digest", o.ImageRepo)
+	}
+	if !strings.HasPrefix(o.DownloadURL, "https://") {
+		return fmt.Errorf("download URL %q: krew needs an https URL", o.DownloadURL)
+	}
+	return nil
+}
+
+// Programs are the binaries built for every platform, by main package.
+var Programs = image.Olmguard.Packages
+
+// Plugin is the kubectl plugin's binary name.
+const Plugin = "kubectl-olmguard"
+
+// Build writes the release into o.Out.
+func Build(ctx context.Context, o Options) error {
+	if len(o.Platforms) == 0 {
+		o.Platforms = Platforms
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(o.Out); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return err
+	}
+	pluginSums := map[Platform]string{}
+	for _, p := range o.Platforms {
+		dir := filepath.Join(o.Out, "bin", p.OS+"-"+p.Arch)
+		fmt.Fprintf(o.Log, "building %s for %s\n", strings.Join(Programs, " "), p)
+		if err := buildBinaries(ctx, o, p, dir); err != nil {
+			return err
+		}
+		archive := PluginArchive(o.Version, p)
+		sum, err := tarGz(filepath.Join(o.Out, archive), dir, Plugin)
+		if err != nil {
+			return err
+		}
+		pluginSums[p] = sum
+		if p.OS == "linux" {
+			name := o.ImageRepo + ":" + o.Version
+			out := filepath.Join(o.Out, fmt.Sprintf("olmguard-image_%s_linux_%s.tar", o.Version, p.Arch))
+			fmt.Fprintf(o.Log, "writing image %s for linux/%s\n", name, p.Arch)
+			img, err := image.Image(image.Olmguard, dir, p.Arch)
+			if err == nil {
+				err = image.WriteArchive(img, name, out)
+			}
+			if err != nil {
+				return fmt.Errorf("image for %s: %w", p, err)
+			}
+		}
+	}
+	for _, overlay := range manifests.Overlays {
+		b, err := manifests.Render(overlay, o.ImageRepo+":"+o.Version)
+		if err != nil {
+			return err
+		}
+		if err := write(filepath.Join(o.Out, "manifests", "olmguard-"+overlay+".yaml"), b); err != nil {
+			return err
+		}
+	}
+	krew, err := KrewManifest(o.Version, o.DownloadURL, pluginSums)
+	if err != nil {
+		return err
+	}
+	if err := write(filepath.Join(o.Out, "krew", "olmguard.yaml"), krew); err != nil {
+		return err
+	}
+	fmt.Fprintln(o.Log, "writing SHA256SUMS")
+	return WriteChecksums(o.Out)
+}
+
+// PluginArchive is the name of the kubectl plugin's archive for p.
+func PluginArchive(version string, p Platform) string {
+	return fmt.Sprintf("%s_%s_%s_%s.tar.gz", Plugin, version, p.OS, p.Arch)
+}
+
+// LDFlags stamp the version and commit into every binary (internal/version) and strip debug
+// information, as the image's build does.
+func LDFlags(version, commit string) string {
+	const pkg = "github.com/olmguard/olmguard/internal/version"
+	return fmt.Sprintf("-s -w -X %s.version=%s -X %s.commit=%s", pkg, version, pkg, commit)
+}
+
+func buildBinaries(ctx context.Context, o Options, p Platform, dir string) error {
+	args := []string{"build", "-trimpath", "-ldflags=" + LDFlags(o.Version, o.Commit), "-o", dir + string(os.PathSeparator)}
+	cmd := exec.CommandContext(ctx, "go", append(args, Programs...)...)
+	cmd.Dir = o.Root
+	cmd.Env = append(append(os.Environ(), image.Olmguard.BuildEnv...), "GOOS="+p.OS, "GOARCH="+p.Arch)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build for %s: %w\n%s", p, err, out)
+	}
+	return nil
+}
+
+// tarGz writes an archive of dir's files names at path and returns its SHA-256.
+func tarGz(path, dir string, names ...string) (string, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	gz := gzip.NewWriter(io.MultiWriter(f, h))
+	tw := tar.NewWriter(gz)
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return "", err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
+			return "", err
+		}
+		if _, err := tw.Write(b); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	if err := gz.Close(); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), f.Close()
+}
+
+func write(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// ChecksumsFile lists every other file of a release with its SHA-256, as `sha256sum -c` reads it.
+const ChecksumsFile = "SHA256SUMS"
+
+// WriteChecksums writes ChecksumsFile for every file under dir.
+func WriteChecksums(dir string) error {
+	var lines []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil || rel == ChecksumsFile {
+			return err
+		}
+		sum, err := fileSHA256(path)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, sum+"  "+filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(lines)
+	return os.WriteFile(filepath.Join(dir, ChecksumsFile), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
