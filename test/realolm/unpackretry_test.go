@@ -61,7 +61,8 @@ func TestUnpackRetryFailed(t *testing.T) {
 		}
 		for _, cond := range failed.Status.Conditions {
 			if cond.Type == batchv1.JobFailed && cond.Status == corev1.ConditionTrue && cond.Reason == batchv1.JobReasonDeadlineExceeded {
-				return s.Status.GetCondition(v1alpha1.SubscriptionBundleUnpackFailed).Status == corev1.ConditionTrue, nil
+				c := s.Status.GetCondition(v1alpha1.SubscriptionBundleUnpackFailed)
+				return c != nil && c.Status == corev1.ConditionTrue, nil
 			}
 		}
 		return false, nil

@@ -74,7 +74,7 @@ func TestRetryFailedUnpackOnAPIServer(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sub), got); err != nil {
 		t.Fatal(err)
 	}
-	if c := got.Status.GetCondition(v1alpha1.SubscriptionBundleUnpackFailed); c.Status != corev1.ConditionTrue {
+	if c := got.Status.GetCondition(v1alpha1.SubscriptionBundleUnpackFailed); c == nil || c.Status != corev1.ConditionTrue {
 		t.Fatalf("stock Subscription conditions %+v, want BundleUnpackFailed=True", got.Status.Conditions)
 	}
 
