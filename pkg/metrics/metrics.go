@@ -67,6 +67,13 @@ var (
 		Help: "Bundle unpack Jobs the controller labelled (so OLM sees them) or deleted, by action and reason.",
 	}, []string{"action", "reason"})
 
+	// UnpackFailedJobsRemoved counts failed unpack Jobs removed so that OLM before v0.43 unpacks
+	// again (--unpack-retry-failed), by the Job's failure reason.
+	UnpackFailedJobsRemoved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_unpack_failed_jobs_removed_total",
+		Help: "Failed bundle unpack Jobs the controller removed so that OLM unpacks again (--unpack-retry-failed), by failure reason.",
+	}, []string{"reason"})
+
 	// CleanupDeletions counts objects the CSV cleanup deleted, by kind (cluster, operand, orphan).
 	CleanupDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "olmguard_csv_cleanup_deletions_total",
@@ -98,5 +105,5 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(WebhookRequests, WebhookCertificateExpiry, Mutations, LookupErrors, SubscriptionReads, PolicyViolations, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
-		UnpackJobRepairs, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting)
+		UnpackJobRepairs, UnpackFailedJobsRemoved, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting)
 }

@@ -153,7 +153,7 @@ type OLM struct {
 
 	mu       sync.Mutex
 	bundles  map[string]string // bundle image -> its directory on this host
-	unpacked map[string]bool   // namespace/configmap filled
+	unpacked map[string]bool   // UIDs of the Jobs whose ConfigMap was filled
 }
 
 // StartOLM runs OLM version against the cluster. The cluster must serve OLM's own CRDs.
@@ -357,6 +357,9 @@ func (o *OLM) unpackJobs(ctx context.Context) {
 }
 
 func (o *OLM) unpack(ctx context.Context, job *batchv1.Job) {
+	if job.Status.Active+job.Status.Succeeded == 0 {
+		return // no pod of it ran: nothing extracted (a failed unpack leaves the ConfigMap empty)
+	}
 	for _, ctr := range job.Spec.Template.Spec.Containers {
 		if ctr.Name != "extract" {
 			continue
@@ -367,7 +370,9 @@ func (o *OLM) unpack(ctx context.Context, job *batchv1.Job) {
 				image = e.Value
 			}
 		}
-		key := ns + "/" + cm
+		// Each Job's pod extracts once: a Job OLM creates again after its ConfigMap was deleted
+		// fills the new ConfigMap.
+		key := string(job.UID)
 		o.mu.Lock()
 		dir, known := o.bundles[image]
 		done := o.unpacked[key]
@@ -378,7 +383,7 @@ func (o *OLM) unpack(ctx context.Context, job *batchv1.Job) {
 		cmd := exec.CommandContext(ctx, o.Opm(), "alpha", "bundle", "extract", "-k", o.c.Kubeconfig, "-m", dir+"/", "-n", ns, "-c", cm, "-z")
 		cmd.Env = append(os.Environ(), "CONTAINER_IMAGE="+image)
 		out, err := cmd.CombinedOutput()
-		o.appendLog("unpack.log", fmt.Sprintf("== %s from %s (%s): %v\n%s", key, dir, image, err, out))
+		o.appendLog("unpack.log", fmt.Sprintf("== %s/%s (Job %s) from %s (%s): %v\n%s", ns, cm, job.Name, dir, image, err, out))
 		if err == nil {
 			o.mu.Lock()
 			o.unpacked[key] = true

@@ -24,6 +24,12 @@ const maxInstallPlanCount = 5
 // the namespace after 5s.
 var ErrUnpacking = errors.New("bundles are still being unpacked")
 
+// ErrUnpackFailed is returned by SyncNamespace when an unpack Job failed. OLM then sets
+// BundleUnpackFailed on the Subscriptions and does not requeue: it relies on its periodic
+// resync, which finds the same Failed Job (before v0.43; OLM issue #2265). v0.43+ requeues after
+// 5 minutes, once the Job's TTL of 300 s removed it (OLM PR #3832).
+var ErrUnpackFailed = errors.New("bundle unpacking failed")
+
 // resolution is what the resolver decided for one Subscription.
 type resolution struct {
 	sub     *v1alpha1.Subscription
@@ -76,6 +82,13 @@ func (s *Sim) SyncNamespace(ctx context.Context, ns string) (*v1alpha1.InstallPl
 			_ = s.setConditions(ctx, subs, v1alpha1.SubscriptionCondition{Type: v1alpha1.SubscriptionBundleUnpackFailed,
 				Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonErrorPreventedUnpacking, Message: err.Error()})
 			return nil, fmt.Errorf("bundle unpacking failed with an error: %w", err)
+		}
+		if res.Failed {
+			cond := failedCondition(res.Job)
+			err := fmt.Errorf("%w. Reason: %v, and Message: %v", ErrUnpackFailed, cond.Reason, cond.Message)
+			_ = s.setConditions(ctx, subs, v1alpha1.SubscriptionCondition{Type: v1alpha1.SubscriptionBundleUnpackFailed,
+				Status: corev1.ConditionTrue, Reason: "BundleUnpackFailed", Message: err.Error()})
+			return nil, err
 		}
 		if !res.Complete {
 			_ = s.setConditions(ctx, resolvedSubs, v1alpha1.SubscriptionCondition{Type: v1alpha1.SubscriptionBundleUnpacking,

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +37,10 @@ type Options struct {
 	// CompleteJobs makes the simulator finish unpack Jobs itself, for control planes without a
 	// Job controller (envtest). On a cluster with kube-controller-manager and kwok leave it off.
 	CompleteJobs bool
+	// FailJobs, with CompleteJobs, makes the simulator fail the unpack Jobs it returns true for
+	// (DeadlineExceeded, as a Job whose image is never pulled ends) instead of completing them.
+	// Tests may change it between syncs, e.g. set it to nil once the cause is gone.
+	FailJobs func(*batchv1.Job) bool
 	// DisableCopiedCSVs is OLMConfig's spec.features.disableCopiedCSVs: no copies for
 	// AllNamespaces operator groups.
 	DisableCopiedCSVs bool

@@ -266,13 +266,16 @@ func pickUnpackJob(jobs []batchv1.Job) *batchv1.Job {
 	return &jobs[0]
 }
 
-func jobFailed(j *batchv1.Job) bool {
+func jobFailed(j *batchv1.Job) bool { return failedCondition(j).Status == corev1.ConditionTrue }
+
+// failedCondition is the Job's Failed=True condition, or the zero condition.
+func failedCondition(j *batchv1.Job) batchv1.JobCondition {
 	for _, c := range j.Status.Conditions {
 		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-			return true
+			return c
 		}
 	}
-	return false
+	return batchv1.JobCondition{}
 }
 
 // completeJob stands in for the Job controller and kubelet on control planes without them.
@@ -284,6 +287,17 @@ func (s *Sim) completeJob(ctx context.Context, job *batchv1.Job) error {
 	}
 	now := s.now()
 	job.Status.StartTime = &now
+	if s.FailJobs != nil && s.FailJobs(job) {
+		// What the Job controller writes when activeDeadlineSeconds passes.
+		msg := "Job was active longer than specified deadline"
+		job.Status.Conditions = append(job.Status.Conditions,
+			batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded, Message: msg, LastProbeTime: now, LastTransitionTime: now},
+			batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded, Message: msg, LastProbeTime: now, LastTransitionTime: now})
+		if err := s.Client.Status().Update(ctx, job); err != nil {
+			return fmt.Errorf("failing Job %s/%s: %w", job.Namespace, job.Name, err)
+		}
+		return nil
+	}
 	job.Status.CompletionTime = &now
 	job.Status.Succeeded = 1
 	job.Status.Conditions = append(job.Status.Conditions,

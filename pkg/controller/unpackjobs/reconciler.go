@@ -42,33 +42,59 @@ type Reconciler struct {
 	Reader   client.Reader
 	Recorder events.EventRecorder
 	TTL      time.Duration
-	Now      func() time.Time
+	// RetryFailed removes failed unpack Jobs so that OLM before v0.43 unpacks again, once they
+	// have been failed for RetryFailedAfter (--unpack-retry-failed, OLM issue #2265).
+	RetryFailed      bool
+	RetryFailedAfter time.Duration
+	Now              func() time.Time
 }
 
 // Options are the reconciler's settings.
 type Options struct {
 	// TTL is how long a finished unpack Job left without a TTL is kept.
 	TTL time.Duration
+	// RetryFailed turns on the removal of failed unpack Jobs (off by default).
+	RetryFailed bool
+	// RetryFailedAfter is how long an unpack Job must have been failed before it is removed.
+	RetryFailedAfter time.Duration
 }
 
 // DefaultOptions are the flag defaults.
-func DefaultOptions() Options { return Options{TTL: 10 * time.Minute} }
+func DefaultOptions() Options {
+	return Options{TTL: 10 * time.Minute, RetryFailedAfter: 2 * time.Minute}
+}
 
 // ttlFlag's bound leaves OLM the time to read a finished unpack Job's outcome.
 var ttlFlag = flags.Duration{Name: "unpack-job-ttl", Least: time.Minute, Usage: "time-to-live of finished bundle unpack Jobs"}
 
+// retryAfterFlag's bound leaves OLM the time to record the failure on the Subscriptions, and
+// users the time to read it, before the Job is gone.
+var retryAfterFlag = flags.Duration{Name: "unpack-retry-failed-after", Least: 30 * time.Second,
+	Usage: "with --unpack-retry-failed: how long an unpack Job must have been failed before it is removed"}
+
 // BindFlags registers the options' flags on fs, with the current values as defaults.
-func (o *Options) BindFlags(fs *flag.FlagSet) { ttlFlag.Bind(fs, &o.TTL) }
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	ttlFlag.Bind(fs, &o.TTL)
+	fs.BoolVar(&o.RetryFailed, "unpack-retry-failed", o.RetryFailed,
+		"remove bundle unpack Jobs that failed (DeadlineExceeded, BackoffLimitExceeded), and their ConfigMap when it holds no bundle, so that OLM before v0.43 unpacks again (OLM issue #2265)")
+	retryAfterFlag.Bind(fs, &o.RetryFailedAfter)
+}
 
 // Validate reports the first invalid option.
-func (o Options) Validate() error { return ttlFlag.Check(o.TTL) }
+func (o Options) Validate() error {
+	if err := ttlFlag.Check(o.TTL); err != nil {
+		return err
+	}
+	return retryAfterFlag.Check(o.RetryFailedAfter)
+}
 
 // Add builds the reconciler with o and registers it with mgr. Jobs are watched metadata-only:
 // most of a cluster's Jobs are not OLM's, and decoding every one in full would cost memory in
 // proportion to them (docs/performance.md). The few owned by a ConfigMap are read live when
 // reconciled.
 func Add(mgr manager.Manager, o Options) error {
-	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), TTL: o.TTL, Now: time.Now}
+	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), TTL: o.TTL,
+		RetryFailed: o.RetryFailed, RetryFailedAfter: o.RetryFailedAfter, Now: time.Now}
 	return ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&batchv1.Job{}, builder.OnlyMetadata,
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return unpack.ConfigMapOwner(o) != "" }))).
@@ -113,6 +139,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, job *batchv1.Job) (rec
 	}
 	if ok, err := r.catalogSourceExists(ctx, job.Namespace, owner); err != nil || !ok {
 		return reconcile.Result{}, err
+	}
+	if _, failed := unpack.Failed(job); failed && r.RetryFailed && unpack.Visible(job) {
+		return r.retryFailed(ctx, job, cm, owner)
 	}
 	d := unpack.Decide(job, r.Now(), r.TTL)
 	switch d.Action {
@@ -160,12 +189,27 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, job *batchv1.Job) (rec
 // nudgeWaiting makes OLM resolve again, at once, every namespace with a Subscription to the
 // catalog that may be waiting on the bundle of a deleted Job.
 func (r *Reconciler) nudgeWaiting(ctx context.Context, catalogNamespace, catalogName string) error {
+	subs, err := r.waitingSubscriptions(ctx, catalogNamespace, catalogName)
+	if err != nil {
+		return err
+	}
+	return r.nudge(ctx, subs)
+}
+
+// waitingSubscriptions lists, live, the Subscriptions to the catalog that may be waiting on one of
+// its bundles.
+func (r *Reconciler) waitingSubscriptions(ctx context.Context, catalogNamespace, catalogName string) ([]*v1alpha1.Subscription, error) {
 	subs := &v1alpha1.SubscriptionList{}
 	if err := r.Reader.List(ctx, subs); err != nil {
-		return fmt.Errorf("listing the Subscriptions to nudge: %w", err)
+		return nil, fmt.Errorf("listing the Subscriptions to nudge: %w", err)
 	}
+	return unpack.WaitingSubscriptions(subs.Items, catalogNamespace, catalogName), nil
+}
+
+// nudge makes OLM resolve the Subscriptions' namespaces again, at once.
+func (r *Reconciler) nudge(ctx context.Context, subs []*v1alpha1.Subscription) error {
 	now := r.Now()
-	for _, s := range unpack.WaitingSubscriptions(subs.Items, catalogNamespace, catalogName) {
+	for _, s := range subs {
 		if err := r.Client.Patch(ctx, s, client.RawPatch(types.MergePatchType, drift.NudgePatch(now))); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("nudging Subscription %s/%s: %w", s.Namespace, s.Name, err)
 		}
