@@ -163,7 +163,8 @@ func decodeObject(raw []byte, into client.Object) error {
 }
 
 // InstallPlanHandler serves /validate/installplans: an update must not drop a live
-// Subscription's ownerReference.
+// Subscription's ownerReference, and an approval must be of the newest plan and upgrade no Manual
+// Subscription it was not meant for.
 type InstallPlanHandler struct {
 	Subscriptions admit.Subscriptions
 	Policies      Policies
@@ -174,7 +175,7 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 	if req.Kind.Kind != olm.InstallPlanKind || req.Kind.Group != olm.Group {
 		return admission.Allowed("not an InstallPlan")
 	}
-	if req.Operation != "UPDATE" || h.Policies.InstallPlanOwnerDrop == Off {
+	if req.Operation != "UPDATE" || (h.Policies.InstallPlanOwnerDrop == Off && h.Policies.Approval == Off) {
 		return admission.Allowed("")
 	}
 	obj, err := review.DecodeMeta(req.Object.Raw)
@@ -185,24 +186,45 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old InstallPlan: %w", err))
 	}
-	if !dropsSubscriptionRef(old.OwnerReferences, obj.OwnerReferences) {
+	drops := h.Policies.InstallPlanOwnerDrop != Off && dropsSubscriptionRef(old.OwnerReferences, obj.OwnerReferences)
+	var spec planSpec
+	approves := false
+	if h.Policies.Approval != Off {
+		oldSpec, err := readPlanSpec(req.OldObject.Raw)
+		if err == nil {
+			spec, err = readPlanSpec(req.Object.Raw)
+		}
+		if err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding InstallPlan spec: %w", err))
+		}
+		approves = spec.Approved && !oldSpec.Approved
+	}
+	if !drops && !approves {
 		return admission.Allowed("")
 	}
 	ns := obj.Namespace
 	if ns == "" {
 		ns = req.Namespace
 	}
-	subs, err := h.Subscriptions.List(ctx, ns, true)
+	// The approval guard reads the Subscriptions' spec and status; the owner check only names.
+	subs, err := h.Subscriptions.List(ctx, ns, !approves)
 	if err != nil {
 		return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "policies not checked", err)
 	}
-	live := map[string]types.UID{}
-	for _, s := range subs {
-		if s.DeletionTimestamp == nil {
-			live[s.Name] = s.UID
+	var violations []Violation
+	if drops {
+		live := map[string]types.UID{}
+		for _, s := range subs {
+			if s.DeletionTimestamp == nil {
+				live[s.Name] = s.UID
+			}
 		}
+		violations = InstallPlanPolicies(h.Policies, obj.Name, old.OwnerReferences, obj.OwnerReferences, live)
 	}
-	return Respond(InstallPlanPolicies(h.Policies, obj.Name, old.OwnerReferences, obj.OwnerReferences, live))
+	if approves {
+		violations = append(violations, ApprovalPolicies(h.Policies, Approval{Plan: obj.Name, Owners: obj.OwnerReferences, CSVs: spec.CSVs}, subs)...)
+	}
+	return Respond(violations)
 }
 
 // dropsSubscriptionRef is the cheap pre-check that spares the lookup on most updates: it treats

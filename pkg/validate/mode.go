@@ -52,6 +52,9 @@ type Policies struct {
 	// as warnings whatever the mode unless off, targetNamespaces naming a namespace that does not
 	// exist and a Subscription in a namespace without an OperatorGroup.
 	OperatorGroups Mode
+	// Approval: approving an InstallPlan that is not the newest of its Subscriptions, or one that
+	// also upgrades a Manual Subscription beside the Automatic ones it was resolved for.
+	Approval Mode
 }
 
 // DefaultPolicies are the flag defaults: warn where OLM's own behaviour is only surprising,
@@ -59,7 +62,7 @@ type Policies struct {
 // stops installs in its namespace but deletes nothing, and is undone by deleting it; denying it
 // by default could break an installer that creates the new group before deleting the old one.
 func DefaultPolicies() Policies {
-	return Policies{MixedApproval: Warn, DuplicatePackage: Warn, InstallPlanOwnerDrop: Enforce, CleanupFinalizer: Enforce, OperatorGroups: Warn}
+	return Policies{MixedApproval: Warn, DuplicatePackage: Warn, InstallPlanOwnerDrop: Enforce, CleanupFinalizer: Enforce, OperatorGroups: Warn, Approval: Warn}
 }
 
 // Violation is one policy broken by a request.
@@ -101,5 +104,6 @@ func (p *Policies) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&p.DuplicatePackage, "policy-duplicate-package", "mode of the policy against a second Subscription for a package in one namespace: enforce, warn or off")
 	fs.Var(&p.InstallPlanOwnerDrop, "policy-installplan-owner-drop", "mode of the policy against InstallPlan updates that drop a live Subscription's ownerReference: enforce, warn or off")
 	fs.Var(&p.OperatorGroups, "policy-operatorgroups", "mode of the policy against a second OperatorGroup in a namespace: enforce, warn or off; its warnings on missing target namespaces and on Subscriptions without an OperatorGroup are never denials, and off turns them off too")
+	fs.Var(&p.Approval, "policy-approval", "mode of the policy against approving an InstallPlan that is not its Subscriptions' newest, or that also upgrades a Manual Subscription it was not approved for: enforce, warn or off")
 	fs.Var(&p.CleanupFinalizer, "policy-cleanup-finalizer", "mode of the policy against removing olmguard.io/cleanup while its cleanup is pending: enforce, warn or off")
 }

@@ -207,11 +207,12 @@ func FuzzHandlers(f *testing.F) {
 	f.Add(byte(0), []byte(`{"metadata":{"name":"b","namespace":"ns"},"spec":{"name":"etcd"}}`), []byte(nil))
 	f.Add(byte(1), []byte(`{"metadata":{"name":"install-1","ownerReferences":[]}}`), []byte(`{"metadata":{"ownerReferences":[{"kind":"Subscription","name":"a","uid":"uid-a"}]}}`))
 	f.Add(byte(2), []byte(`{"metadata":null}`), []byte(`0`))
+	f.Add(byte(4), []byte(`{"metadata":{"name":"install-1","ownerReferences":[{"kind":"Subscription","name":"a","uid":"uid-a"}]},"spec":{"approved":true,"clusterServiceVersionNames":["x"]}}`), []byte(`{"metadata":{},"spec":{"approved":false}}`))
 	f.Fuzz(func(t *testing.T, which byte, obj, old []byte) {
 		a := sub("a", "etcd", "")
 		reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a).Build()
 		p := Policies{MixedApproval: Enforce, DuplicatePackage: Enforce, InstallPlanOwnerDrop: Enforce}
-		p.CleanupFinalizer = Enforce
+		p.CleanupFinalizer, p.Approval = Enforce, Enforce
 		var h admission.Handler = &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p}
 		kind := "Subscription"
 		switch which % 3 {

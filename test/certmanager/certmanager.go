@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/olmguard/olmguard/manifests"
 	"github.com/olmguard/olmguard/test/procs"
-	"github.com/olmguard/olmguard/test/testbin"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -94,41 +92,13 @@ func InstallCRDs(t *testing.T, c client.Client) {
 	})
 }
 
-var built struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-// binaries builds cmd/cert-manager-controllers once per test binary and returns its directory.
-func binaries(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		root, err := testbin.RepoRoot()
-		if err != nil {
-			built.err = err
-			return
-		}
-		if built.dir, built.err = os.MkdirTemp("", "olmguard-cert-manager-"); built.err != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", built.dir+string(filepath.Separator), "./test/certmanager/cmd/"+binaryName)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("building cert-manager's controllers: %v\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.dir
-}
+var built procs.Once
 
 // Run runs cert-manager's controllers and CA injector against the cluster of kubeconfig until the
 // test ends; it returns once they serve /readyz.
 func Run(t *testing.T, kubeconfig string) *procs.Process {
 	t.Helper()
-	p, err := procs.Start(binaries(t), binaryName, "--kubeconfig", kubeconfig)
+	p, err := procs.Start(built.Dir(t, "./test/certmanager/cmd/"+binaryName), binaryName, "--kubeconfig", kubeconfig)
 	return procs.Track(t, p, err)
 }
 

@@ -26,12 +26,17 @@ import (
 	"github.com/olmguard/olmguard/pkg/uninstall"
 )
 
-// Build compiles cmd/webhook, cmd/controller and cmd/kubectl-olmguard from the checkout at root into dir.
-func Build(root, dir string) error {
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/webhook", "./cmd/controller", "./cmd/kubectl-olmguard")
+// Commands are olmguard's three binaries.
+var Commands = []string{"./cmd/webhook", "./cmd/controller", "./cmd/kubectl-olmguard"}
+
+// Build compiles Commands from the checkout at root into dir.
+func Build(root, dir string) error { return goBuild(root, dir, Commands...) }
+
+func goBuild(root, dir string, pkgs ...string) error {
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+		return fmt.Errorf("go build %v: %v\n%s", pkgs, err, out)
 	}
 	return nil
 }

@@ -15,31 +15,38 @@ import (
 	"github.com/olmguard/olmguard/test/testbin"
 )
 
-var built struct {
+// Once builds main packages of this module once per test binary, into a temporary directory.
+type Once struct {
 	once sync.Once
 	dir  string
 	err  error
 }
 
-// Binaries builds cmd/webhook, cmd/controller and cmd/kubectl-olmguard once per test binary and
-// returns their directory.
-func Binaries(t *testing.T) string {
+// Dir builds pkgs (./cmd/... paths from the module's root) the first time and returns their
+// directory; a failed build fails every test that asks.
+func (o *Once) Dir(t *testing.T, pkgs ...string) string {
 	t.Helper()
-	built.once.Do(func() {
+	o.once.Do(func() {
 		root, err := testbin.RepoRoot()
 		if err != nil {
-			built.err = err
+			o.err = err
 			return
 		}
-		if built.dir, built.err = os.MkdirTemp("", "olmguard-test-bin-"); built.err == nil {
-			built.err = Build(root, built.dir)
+		if o.dir, o.err = os.MkdirTemp("", "olmguard-test-bin-"); o.err == nil {
+			o.err = goBuild(root, o.dir, pkgs...)
 		}
 	})
-	if built.err != nil {
-		t.Fatal(built.err)
+	if o.err != nil {
+		t.Fatal(o.err)
 	}
-	return built.dir
+	return o.dir
 }
+
+var built Once
+
+// Binaries builds cmd/webhook, cmd/controller and cmd/kubectl-olmguard once per test binary and
+// returns their directory.
+func Binaries(t *testing.T) string { return built.Dir(t, Commands...) }
 
 // Track stops p at test cleanup and shows the end of its log when the test failed; err fails the
 // test now.

@@ -3,7 +3,6 @@ package realnode
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/node"
 	"github.com/olmguard/olmguard/test/olmsim"
-	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -79,15 +77,7 @@ func testCertManagerOverlay(t *testing.T, c *cluster.Cluster, n *node.Node, kube
 	// The webhook in its pods, with cert-manager's certificate, answers the apiserver: each plan
 	// comes back from its create with the owner OLM's race left out (the webhook's failure policy
 	// is Ignore, so a TLS failure would show as a plan without it).
-	for i := range 3 {
-		r, err := scenario.Replay3199(ctx, sim, cat, fmt.Sprintf("realnode-cm-f1-%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !r.Owned() {
-			t.Errorf("replay %d of #3199: the plan misses Subscription B's owner with the cert-manager overlay installed", i)
-		}
-	}
+	checkReplays3199(t, sim, cat, "realnode-cm-f1", "with the cert-manager overlay installed")
 
 	checkUninstall(t, c, kubectl, "manifests/overlays/cert-manager")
 }

@@ -234,15 +234,7 @@ func TestInstallSelfSigned(t *testing.T) {
 	if err := sim.AddCatalog(ctx, cat); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		r, err := scenario.Replay3199(ctx, sim, cat, fmt.Sprintf("realnode-f1-%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !r.Owned() {
-			t.Errorf("replay %d of #3199: the plan misses Subscription B's owner with olmguard's webhook in its pods", i)
-		}
-	}
+	checkReplays3199(t, sim, cat, "realnode-f1", "with olmguard's webhook in its pods")
 
 	t.Run("metrics served with their authorization", func(t *testing.T) {
 		checkMetricsAccess(t, c)
@@ -302,6 +294,21 @@ func TestInstallSelfSigned(t *testing.T) {
 	})
 
 	t.Run("cert-manager overlay", func(t *testing.T) { testCertManagerOverlay(t, c, n, kubectl, sim, cat) })
+}
+
+// checkReplays3199 replays #3199 three times in namespaces prefix-<i>: each plan, as its create
+// returned it, must carry Subscription B's owner, added by the webhook the apiserver called.
+func checkReplays3199(t *testing.T, sim *olmsim.Sim, cat *olmsim.Catalog, prefix, with string) {
+	t.Helper()
+	for i := range 3 {
+		r, err := scenario.Replay3199(context.Background(), sim, cat, fmt.Sprintf("%s-%d", prefix, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Owned() {
+			t.Errorf("replay %d of #3199: the plan misses Subscription B's owner %s", i, with)
+		}
+	}
 }
 
 // checkUninstall removes olmguard as the README says (kubectl olmguard uninstall, then kubectl

@@ -1,0 +1,92 @@
+package validate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/review"
+)
+
+// Approval is the part of an InstallPlan an approval decision reads.
+type Approval struct {
+	// Plan is the InstallPlan's name; Owners its ownerReferences (the Subscriptions it was
+	// resolved for: OLM sets them, and olmguard's webhook adds those OLM's race leaves out).
+	Plan   string
+	Owners []metav1.OwnerReference
+	// CSVs is spec.clusterServiceVersionNames: the CSVs approving the plan installs.
+	CSVs []string
+}
+
+// ApprovalPolicies checks the approval of an InstallPlan (spec.approved turned true) against the
+// live Subscriptions of its namespace:
+//   - stale-approval: a Subscription the plan was resolved for has moved on to a newer plan
+//     (status.installPlanRef names another one): the approved plan installs what is no longer
+//     current, and the newer plan still waits.
+//   - unrequested-upgrade: the plan was resolved for Automatic Subscriptions and also upgrades a
+//     Manual one. OLM resolves a namespace as a whole, and in a namespace mixing approvals it
+//     makes every plan Manual, one plan covering the namespace's Subscriptions (olm-facts.md §1.1
+//     step 7; OLM #1859, #2325): whoever approves the plan for the Automatic operators
+//     upgrades the Manual one too, which nobody asked for.
+func ApprovalPolicies(p Policies, a Approval, subs []v1alpha1.Subscription) []Violation {
+	if p.Approval == Off {
+		return nil
+	}
+	var stale, automatic, upgraded []string
+	for i := range subs {
+		s := &subs[i]
+		if s.DeletionTimestamp != nil || !ownedBy(a.Owners, s) {
+			continue
+		}
+		if ref := s.Status.InstallPlanRef; ref != nil && ref.Name != "" && ref.Name != a.Plan {
+			stale = append(stale, fmt.Sprintf("%s (its newest plan is %s)", s.Name, ref.Name))
+		}
+		if approvalOf(s) != v1alpha1.ApprovalManual {
+			automatic = append(automatic, s.Name)
+			continue
+		}
+		if cur, inst := s.Status.CurrentCSV, s.Status.InstalledCSV; inst != "" && cur != inst && slices.Contains(a.CSVs, cur) {
+			upgraded = append(upgraded, fmt.Sprintf("%s from %s to %s", s.Name, inst, cur))
+		}
+	}
+	var out []Violation
+	if len(stale) > 0 {
+		out = append(out, Violation{Policy: "stale-approval", Mode: p.Approval, Message: fmt.Sprintf(
+			"InstallPlan %s is not the newest plan of Subscription %s: approve that one instead",
+			a.Plan, strings.Join(stale, ", "))})
+	}
+	if len(automatic) > 0 && len(upgraded) > 0 {
+		out = append(out, Violation{Policy: "unrequested-upgrade", Mode: p.Approval, Message: fmt.Sprintf(
+			"approving InstallPlan %s for Subscription %s also upgrades Subscription %s, whose approval is Manual: approve it only if that upgrade is wanted",
+			a.Plan, strings.Join(automatic, ", "), strings.Join(upgraded, ", "))})
+	}
+	return out
+}
+
+// ownedBy reports whether refs name Subscription s (by UID when the reference has one).
+func ownedBy(refs []metav1.OwnerReference, s *v1alpha1.Subscription) bool {
+	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool {
+		return r.Kind == olm.SubscriptionKind && r.Name == s.Name && (r.UID == "" || r.UID == s.UID)
+	})
+}
+
+// planSpec is the part of an InstallPlan's spec the approval guard reads.
+type planSpec struct {
+	Approved bool     `json:"approved"`
+	CSVs     []string `json:"clusterServiceVersionNames"`
+}
+
+// readPlanSpec decodes only spec from an InstallPlan's body (its status can hold every manifest
+// of the bundles, which no check here reads).
+func readPlanSpec(raw []byte) (planSpec, error) {
+	var s planSpec
+	f, err := review.Fields(raw, "spec")
+	if err != nil || f["spec"] == nil {
+		return s, err
+	}
+	return s, review.Decode(f["spec"], &s)
+}
