@@ -177,7 +177,7 @@ func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription
 		out = append(out, Finding{Class: OLM, Kind: "Namespace", Namespace: ns, Name: ns, Check: "NoOperatorGroup",
 			Problem:  "Subscriptions but no OperatorGroup: OLM's CSVs here fail with NoOperatorGroup and the operators do not run",
 			Evidence: strings.Join(evidence, "; "),
-			Fix: fmt.Sprintf("create one (for an operator that supports only AllNamespaces, drop spec.targetNamespaces): echo '%s' | kubectl apply -f -", og)})
+			Fix:      fmt.Sprintf("create one (for an operator that supports only AllNamespaces, drop spec.targetNamespaces): echo '%s' | kubectl apply -f -", og)})
 	}
 	return out
 }

@@ -201,7 +201,9 @@ func TestCheckCatalogSources(t *testing.T) {
 		cat("ready", "READY", time.Hour, nil),
 		cat("failing", "TRANSIENT_FAILURE", time.Hour, nil),
 		cat("young", "CONNECTING", time.Minute, nil),
-		cat("never", "", time.Hour, func(cs *v1alpha1.CatalogSource) { cs.Status.Reason, cs.Status.Message = "RegistryServerError", "couldn't ensure registry server" }),
+		cat("never", "", time.Hour, func(cs *v1alpha1.CatalogSource) {
+			cs.Status.Reason, cs.Status.Message = "RegistryServerError", "couldn't ensure registry server"
+		}),
 		cat("nowhere", "TRANSIENT_FAILURE", time.Hour, func(cs *v1alpha1.CatalogSource) { cs.Spec.Image, cs.Spec.Address = "", "10.0.0.1:50051" }),
 		cat("deleting", "SHUTDOWN", time.Hour, func(cs *v1alpha1.CatalogSource) { cs.DeletionTimestamp = ago(time.Second) }),
 	}
