@@ -34,8 +34,8 @@ func wants(t *testing.T, got []Finding, check string, fix ...string) {
 // orphanMessage is the message OLM v0.46.0 writes (seen in the real-OLM tier) when an installed
 // CSV no Subscription references blocks a new Subscription to its package.
 const orphanMessage = "constraints not satisfiable: @existing/ns//beta.v1.0.0 and realolm/olm/stable/beta.v1.0.0 originate from package beta, " +
-	"subscription beta-again requires realolm/olm/stable/beta.v1.0.0, subscription beta-again exists, " +
-	"clusterserviceversion beta.v1.0.0 exists and is not referenced by a subscription"
+	"clusterserviceversion beta.v1.0.0 exists and is not referenced by a subscription, subscription beta-again exists, " +
+	"subscription beta-again requires realolm/olm/stable/beta.v1.0.0"
 
 func resolutionFailed(sub v1alpha1.Subscription, reason, message string) v1alpha1.Subscription {
 	sub.Status.Conditions = append(sub.Status.Conditions, v1alpha1.SubscriptionCondition{Type: v1alpha1.SubscriptionResolutionFailed,
