@@ -91,7 +91,8 @@ func CheckStuckCSVs(csvs []v1alpha1.ClusterServiceVersion, now time.Time, after 
 	var out []Finding
 	for i := range csvs {
 		c := &csvs[i]
-		if c.DeletionTimestamp != nil || !slices.Contains(stuckPhases, c.Status.Phase) {
+		copied := olm.IsCopiedCSV(c.Namespace, c.Labels, c.Annotations, string(c.Status.Reason)) // reported where it is installed
+		if c.DeletionTimestamp != nil || copied || !slices.Contains(stuckPhases, c.Status.Phase) {
 			continue
 		}
 		since := c.CreationTimestamp.Time

@@ -95,6 +95,7 @@ func TestCheckStuckCSVs(t *testing.T) {
 		csv("succeeded", v1alpha1.CSVPhaseSucceeded, "InstallSucceeded", time.Hour),
 		csv("failed", v1alpha1.CSVPhaseFailed, "TooManyOperatorGroups", time.Hour),
 		noTime, deleting,
+		csv("copy", v1alpha1.CSVPhaseInstalling, "Copied", time.Hour),
 	}
 	got := CheckStuckCSVs(csvs, now, 10*time.Minute)
 	wants(t, got, "OLM:CSVStuckInstalling:ns/installing,OLM:CSVStuckInstalling:ns/pending,OLM:CSVStuckInstalling:ns/created-long-ago",
