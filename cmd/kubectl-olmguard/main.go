@@ -21,6 +21,7 @@ import (
 	"github.com/olmguard/olmguard/internal/kubeapi"
 	"github.com/olmguard/olmguard/internal/version"
 	"github.com/olmguard/olmguard/pkg/doctor"
+	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/uninstall"
 )
@@ -28,8 +29,9 @@ import (
 const usage = `Usage: kubectl olmguard <command> [flags]
 
 Commands:
-  doctor      audit the cluster for the OLM failures olmguard fixes (F1–F5) and print each
-              problem with a fix; exit status 0 when healthy, 1 when problems are found,
+  doctor      audit the cluster for the OLM failures olmguard fixes (F1–F5) and those it
+              reports (OLM: orphan CSVs, stuck installs, failed unpacks, OperatorGroups,
+              catalogs, packageserver) and print each problem with its evidence and a fix; exit status 0 when healthy, 1 when problems are found,
               2 when the audit could not run or was incomplete
   version     print the version and commit this plugin was built from (also --version)
   uninstall   scale olmguard's Deployments (olmguard-system) to zero, remove its webhook
@@ -44,6 +46,8 @@ Flags of doctor:
   -n, --namespace NS  audit one namespace (default: all namespaces)
   -o, --output FMT    table (default) or json
   --stuck-after D     how long a CSV or catalog pod may be terminating before it is stuck (default 5m)
+  --pending-after D   how long a CSV may stay Pending/Installing, or a catalog not READY, before it
+                      is reported (default 10m)
   --recheck D         wait before confirming a Subscription out of step with its plan (default 3s)
 `
 
@@ -76,6 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fs.StringVar(&output, name, output, "table or json")
 		}
 		fs.DurationVar(&do.StuckAfter, "stuck-after", do.StuckAfter, "terminating time after which an object is stuck")
+		fs.DurationVar(&do.PendingAfter, "pending-after", do.PendingAfter, "Pending/Installing or not-READY time after which a CSV or catalog is reported")
 		fs.DurationVar(&do.Recheck, "recheck", do.Recheck, "delay before confirming a Subscription drift")
 	default:
 		fmt.Fprintf(stderr, "kubectl-olmguard: unknown command %q\n%s", cmd, usage)
@@ -93,8 +98,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kubectl-olmguard doctor: --output %q: must be table or json\n", output)
 		return 2
 	}
-	if do.StuckAfter < 0 || do.Recheck < 0 {
-		fmt.Fprintf(stderr, "kubectl-olmguard doctor: --stuck-after and --recheck must not be negative\n")
+	if do.StuckAfter < 0 || do.Recheck < 0 || do.PendingAfter < 0 {
+		fmt.Fprintf(stderr, "kubectl-olmguard doctor: --stuck-after, --pending-after and --recheck must not be negative\n")
 		return 2
 	}
 	c, err := newClient()
@@ -145,6 +150,9 @@ func newClient() (client.Client, error) {
 		return nil, err
 	}
 	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := olmv1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	return client.New(cfg, client.Options{Scheme: s})

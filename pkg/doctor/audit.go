@@ -10,12 +10,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/olm"
+	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/unpack"
 )
@@ -26,6 +29,9 @@ type Options struct {
 	Namespace string
 	// StuckAfter is how long a CSV or catalog pod may be terminating before it counts as stuck.
 	StuckAfter time.Duration
+	// PendingAfter is how long a CSV may stay Pending or Installing, and a catalog not READY,
+	// before it is reported.
+	PendingAfter time.Duration
 	// Recheck is how long to wait before reading Subscriptions in drift again: only a drift that
 	// is still there, unchanged, is reported (OLM may just be a moment behind). 0 reports at once.
 	Recheck time.Duration
@@ -38,7 +44,7 @@ type Options struct {
 
 // DefaultOptions returns the defaults of `kubectl olmguard doctor`.
 func DefaultOptions() Options {
-	return Options{StuckAfter: 5 * time.Minute, Recheck: 3 * time.Second, PageSize: 500, Now: time.Now}
+	return Options{StuckAfter: 5 * time.Minute, PendingAfter: 10 * time.Minute, Recheck: 3 * time.Second, PageSize: 500, Now: time.Now}
 }
 
 // Report is the outcome of an audit.
@@ -78,16 +84,31 @@ func Audit(ctx context.Context, c client.Client, o Options) (*Report, error) {
 		r.Findings = append(r.Findings, drifting...)
 	}
 
-	csvs := &metav1.PartialObjectMetadataList{}
-	csvs.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.ClusterServiceVersionKind + "List"))
+	// CSVs are read a page at a time and kept without their spec (install strategy, icons).
 	var csvItems []CSV
-	if a.list(ctx, "ClusterServiceVersions", "F3", csvs, func(l client.ObjectList) {
-		csvItems = append(csvItems, l.(*metav1.PartialObjectMetadataList).Items...)
-	}) {
+	var csvStatus []v1alpha1.ClusterServiceVersion
+	okCSVs := a.list(ctx, "ClusterServiceVersions", "F3, OLM", &v1alpha1.ClusterServiceVersionList{}, func(l client.ObjectList) {
+		for _, c := range l.(*v1alpha1.ClusterServiceVersionList).Items {
+			c.Spec = v1alpha1.ClusterServiceVersionSpec{}
+			c.ManagedFields = nil
+			csvItems = append(csvItems, CSV{ObjectMeta: c.ObjectMeta})
+			csvStatus = append(csvStatus, c)
+		}
+	})
+	if okCSVs {
 		r.Findings = append(r.Findings, CheckCSVs(csvItems, o.Now(), o.StuckAfter)...)
+		r.Findings = append(r.Findings, CheckStuckCSVs(csvStatus, o.Now(), o.PendingAfter)...)
 		if okSubs {
 			r.Findings = append(r.Findings, CheckOrphanCSVs(csvItems, subs)...)
+			r.Findings = append(r.Findings, CheckBlockingCSVs(csvItems, subs)...)
 		}
+	}
+	var ogs []olmv1.OperatorGroup
+	okOGs := a.list(ctx, "OperatorGroups", "OLM", &olmv1.OperatorGroupList{}, func(l client.ObjectList) {
+		ogs = append(ogs, l.(*olmv1.OperatorGroupList).Items...)
+	})
+	if okOGs && okSubs && okCSVs {
+		r.Findings = append(r.Findings, CheckOperatorGroups(ogs, subs, csvStatus)...)
 	}
 
 	var jobs []batchv1.Job
@@ -104,6 +125,9 @@ func Audit(ctx context.Context, c client.Client, o Options) (*Report, error) {
 			return nil, err
 		}
 		r.Findings = append(r.Findings, found...)
+		if okSubs && okPlans && okOGs {
+			r.Findings = append(r.Findings, CheckUnpackFailures(jobs, subs, plans, ogs)...)
+		}
 	}
 
 	var pods []corev1.Pod
@@ -116,6 +140,15 @@ func Audit(ctx context.Context, c client.Client, o Options) (*Report, error) {
 	})
 	if okPods && okNodes {
 		r.Findings = append(r.Findings, CheckCatalogPods(pods, nodes, o.Now(), o.StuckAfter)...)
+	}
+	var cats []v1alpha1.CatalogSource
+	if a.list(ctx, "CatalogSources", "OLM", &v1alpha1.CatalogSourceList{}, func(l client.ObjectList) {
+		cats = append(cats, l.(*v1alpha1.CatalogSourceList).Items...)
+	}) {
+		r.Findings = append(r.Findings, CheckCatalogSources(cats, o.Now(), o.PendingAfter)...)
+	}
+	if svc, ok := a.packageServer(ctx); ok {
+		r.Findings = append(r.Findings, CheckPackageServer(svc)...)
 	}
 	if a.err != nil {
 		return nil, a.err
@@ -237,4 +270,39 @@ func (a *auditor) unpackJobs(ctx context.Context, jobs []batchv1.Job) ([]Finding
 		return seen[key]
 	})
 	return found, err
+}
+
+// packageServer reads OLM's packages APIService; nil when there is none. It reports false when the
+// check cannot run (recorded as skipped, or as the audit's error).
+func (a *auditor) packageServer(ctx context.Context) (*APIService, bool) {
+	if a.err != nil {
+		return nil, false
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"})
+	err := a.c.Get(ctx, types.NamespacedName{Name: PackageServerAPIService}, u)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, true
+	case apierrors.IsForbidden(err) || meta.IsNoMatchError(err):
+		a.r.Skipped = append(a.r.Skipped, fmt.Sprintf("OLM checks: cannot get APIService %s: %v", PackageServerAPIService, err))
+		return nil, false
+	case err != nil:
+		a.err = fmt.Errorf("reading APIService %s: %w", PackageServerAPIService, err)
+		return nil, false
+	}
+	var obj struct {
+		Spec struct {
+			Service *APIServiceRef `json:"service"`
+		} `json:"spec"`
+		Status struct {
+			Conditions []APIServiceCondition `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
+		a.err = fmt.Errorf("reading APIService %s: %w", PackageServerAPIService, err)
+		return nil, false
+	}
+	a.r.Checked["APIServices"]++
+	return &APIService{Name: u.GetName(), Service: obj.Spec.Service, Conditions: obj.Status.Conditions}, true
 }

@@ -33,6 +33,9 @@ const (
 	F3 Class = "F3" // CSV without the cleanup finalizer, or stuck terminating
 	F4 Class = "F4" // unpack Job OLM cannot see
 	F5 Class = "F5" // catalog pod on a NotReady node or stuck terminating
+	// OLM is an OLM failure olmguard reports but does not heal (olm.go), with OLM's own words as
+	// the finding's evidence.
+	OLM Class = "OLM"
 )
 
 // Finding is one problem on one object.
@@ -44,7 +47,9 @@ type Finding struct {
 	// Check names the check that found it, stable for scripts (e.g. PlanMissingOwner).
 	Check   string `json:"check"`
 	Problem string `json:"problem"`
-	Fix     string `json:"fix"`
+	// Evidence quotes what OLM, the kubelet or the aggregator wrote that shows the problem.
+	Evidence string `json:"evidence,omitempty"`
+	Fix      string `json:"fix"`
 }
 
 // Sort orders findings by class, namespace, kind and name.
@@ -234,7 +239,9 @@ func CheckUnpackJobs(jobs []batchv1.Job, unpackConfigMap func(namespace, name st
 
 // CheckCatalogPods finds catalog pods on NotReady or missing nodes, and catalog pods stuck
 // terminating for longer than stuckAfter: the catalog serves nothing until they are gone (F5,
-// OLM issue #3208).
+// OLM issue #3208). It also finds catalog pods whose registry container was OOMKilled or is in
+// CrashLoopBackOff (class OLM), from the container statuses the kubelet writes; OLM's registry
+// update pods are left out (OLM deletes failing ones itself).
 func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stuckAfter time.Duration) []Finding {
 	byName := map[string]*corev1.Node{}
 	for i := range nodes {
@@ -259,7 +266,12 @@ func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stu
 			f.Check, f.Problem = "CatalogPodStuckTerminating", fmt.Sprintf("catalog %s pod terminating for %s past its grace period",
 				p.Labels[olm.CatalogSourceLabel], now.Sub(p.DeletionTimestamp.Time).Round(time.Second))
 		default:
-			continue
+			_, update := p.Labels[olm.CatalogSourceUpdateLabel]
+			check, evidence, container := catalogContainerFailure(p)
+			if check == "" || update || p.DeletionTimestamp != nil {
+				continue
+			}
+			f = catalogPodFailure(p, check, evidence, container)
 		}
 		out = append(out, f)
 	}

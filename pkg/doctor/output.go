@@ -9,7 +9,8 @@ import (
 	"text/tabwriter"
 )
 
-// WriteTable prints the report for people: one row per finding with its fix, then a summary.
+// WriteTable prints the report for people: one row per finding with its evidence and fix, then a
+// summary.
 func WriteTable(w io.Writer, r *Report) error {
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "warning: skipped %s\n", s)
@@ -25,7 +26,11 @@ func WriteTable(w io.Writer, r *Report) error {
 		if ns == "" {
 			ns = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\n", f.Class, ns, strings.ToLower(f.Kind), f.Name, oneLine(f.Problem), oneLine(f.Fix))
+		problem := f.Problem
+		if f.Evidence != "" {
+			problem += " [evidence: " + f.Evidence + "]"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\n", f.Class, ns, strings.ToLower(f.Kind), f.Name, oneLine(problem), oneLine(f.Fix))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -4,11 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/doctor"
+	"github.com/olmguard/olmguard/pkg/drift"
+	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
@@ -20,16 +28,36 @@ import (
 // checks it reported.
 func doctorChecks(t *testing.T, c *cluster.Cluster, ns string) (int, []string) {
 	t.Helper()
-	code, out, errOut := procs.Doctor(t, context.Background(), c.Kubeconfig, "-n", ns, "-o", "json")
-	var report doctor.Report
-	if err := json.Unmarshal([]byte(out), &report); err != nil {
-		t.Fatalf("doctor -o json: %v\n%s\n%s", err, out, errOut)
-	}
+	code, report := doctorReport(t, c, ns)
 	var checks []string
 	for _, f := range report.Findings {
 		checks = append(checks, f.Check)
 	}
 	return code, checks
+}
+
+// doctorReport runs `kubectl olmguard doctor -n ns -o json` with flags and returns its exit
+// status and report.
+func doctorReport(t *testing.T, c *cluster.Cluster, ns string, flags ...string) (int, doctor.Report) {
+	t.Helper()
+	code, out, errOut := procs.Doctor(t, context.Background(), c.Kubeconfig, append([]string{"-n", ns, "-o", "json"}, flags...)...)
+	var report doctor.Report
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("doctor -o json: %v\n%s\n%s", err, out, errOut)
+	}
+	return code, report
+}
+
+// finding returns the finding of check on name in report, failing the test without one.
+func finding(t *testing.T, report doctor.Report, check, name string) doctor.Finding {
+	t.Helper()
+	for _, f := range report.Findings {
+		if f.Check == check && f.Name == name {
+			return f
+		}
+	}
+	t.Fatalf("doctor did not report %s on %s: %+v", check, name, report.Findings)
+	return doctor.Finding{}
 }
 
 // TestDoctor: on a healthy install by real OLM without olmguard, doctor reports only that olmguard
@@ -58,4 +86,106 @@ func TestDoctor(t *testing.T) {
 	if code, checks := doctorChecks(t, c, ns); code != 0 || len(checks) != 0 {
 		t.Errorf("doctor with olmguard running: exit %d, checks %v; want exit 0 and none", code, checks)
 	}
+}
+
+// TestDoctorOLMFailures: three failures as real OLM produces them, each reported by doctor with
+// OLM's own words as evidence: two OperatorGroups (OLM fails the installed CSV with
+// TooManyOperatorGroups), a CSV left behind by deleting only its Subscription that blocks a new
+// Subscription to the same package (ConstraintsNotSatisfiable; the fix doctor prints lets it
+// install), and a catalog whose address points nowhere (never READY). Not reproduced here, and
+// covered by envtest objects shaped as OLM and the kubelet write them (pkg/doctor): OOMKilled or
+// crash-looping registry pods (kwok nodes run no containers), a bundle unpack past its deadline
+// (the tier unpacks bundles on the host), a CSV stuck Installing, and an unavailable packageserver
+// (the tier does not run packageserver).
+func TestDoctorOLMFailures(t *testing.T) {
+	c, o := realOLM(t)
+	ctx := context.Background()
+	csvName := Beta.CSVName("1.0.0")
+
+	// Set all three up, then wait for each: OLM works on them side by side.
+	twoOGs := operatorNamespace(t, c, "doctor-ogs")
+	subscribe(t, c, twoOGs, "beta", Beta, v1alpha1.ApprovalAutomatic, "")
+	orphan := operatorNamespace(t, c, "doctor-orphan")
+	first := subscribe(t, c, orphan, "beta", Beta, v1alpha1.ApprovalAutomatic, "")
+	catalogs := operatorNamespace(t, c, "doctor-catalog")
+	// 192.0.2.0/24 is TEST-NET-1: nothing answers there.
+	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: catalogs, Name: "nowhere"},
+		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Address: "192.0.2.1:50051", DisplayName: "nowhere"}}
+	if err := c.Client.Create(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+
+	waitCSV(t, c, twoOGs, csvName)
+	if err := c.Client.Create(ctx, &olmv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Namespace: twoOGs, Name: "og-again"},
+		Spec: olmv1.OperatorGroupSpec{TargetNamespaces: []string{twoOGs}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitCSV(t, c, orphan, csvName)
+	if err := c.Client.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	again := subscribe(t, c, orphan, "beta-again", Beta, v1alpha1.ApprovalAutomatic, "")
+
+	testenv.Eventually(t, "OLM fails "+csvName+" with TooManyOperatorGroups", func(ctx context.Context) (bool, error) {
+		csv := &v1alpha1.ClusterServiceVersion{}
+		err := c.Client.Get(ctx, client.ObjectKey{Namespace: twoOGs, Name: csvName}, csv)
+		return err == nil && csv.Status.Reason == doctor.ReasonTooManyOperatorGroups, err
+	})
+	code, report := doctorReport(t, c, twoOGs)
+	f := finding(t, report, "TooManyOperatorGroups", "og-again")
+	if code != 1 || !strings.Contains(f.Evidence, "Failed, TooManyOperatorGroups") || !strings.Contains(f.Fix, "kubectl -n "+twoOGs+" delete operatorgroup og-again") {
+		t.Errorf("two OperatorGroups on OLM %s: exit %d, %+v", o.Version, code, f)
+	}
+	t.Logf("OLM %s, two OperatorGroups: %s [%s] -> %s", o.Version, f.Problem, f.Evidence, f.Fix)
+
+	testenv.Eventually(t, "OLM fails the resolution of "+again.Name, func(ctx context.Context) (bool, error) {
+		sub := &v1alpha1.Subscription{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(again), sub); err != nil {
+			return false, err
+		}
+		cond := sub.Status.GetCondition(v1alpha1.SubscriptionResolutionFailed)
+		return cond != nil && cond.Status == corev1.ConditionTrue && cond.Reason == drift.ReasonConstraintsNotSatisfiable, nil
+	})
+	code, report = doctorReport(t, c, orphan)
+	f = finding(t, report, "OrphanCSVBlocksResolution", csvName)
+	if code != 1 || !strings.Contains(f.Evidence, "Subscription beta-again: ResolutionFailed=True, ConstraintsNotSatisfiable") {
+		t.Errorf("orphan CSV on OLM %s: exit %d, %+v", o.Version, code, f)
+	}
+	t.Logf("OLM %s, orphan CSV: %s [%s] -> %s", o.Version, f.Problem, f.Evidence, f.Fix)
+	// The fix doctor prints: delete the orphan, touch the Subscription; OLM then installs again.
+	if err := c.Client.Delete(ctx, &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: orphan, Name: csvName}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the orphan "+csvName+" is gone", func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKey{Namespace: orphan, Name: csvName}, &v1alpha1.ClusterServiceVersion{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	patch := []byte(`{"metadata":{"annotations":{"` + olmguard.ResyncAnnotation + `":"` + time.Now().Format(time.RFC3339Nano) + `"}}}`)
+	if err := c.Client.Patch(ctx, again, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	waitCSV(t, c, orphan, csvName)
+	if _, report = doctorReport(t, c, orphan); slices.ContainsFunc(report.Findings, func(f doctor.Finding) bool { return f.Check == "OrphanCSVBlocksResolution" }) {
+		t.Errorf("after the fix, doctor still reports the orphan: %+v", report.Findings)
+	}
+
+	testenv.Eventually(t, "OLM observes catalog "+cs.Name+" not READY", func(ctx context.Context) (bool, error) {
+		got := &v1alpha1.CatalogSource{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(cs), got); err != nil {
+			return false, err
+		}
+		st := got.Status.ConnectionState
+		return st != nil && st.LastObservedState != "" && st.LastObservedState != "READY" &&
+			time.Since(got.CreationTimestamp.Time) > 2*time.Second, nil
+	})
+	code, report = doctorReport(t, c, catalogs, "--pending-after=1s")
+	f = finding(t, report, "CatalogNotReady", cs.Name)
+	if code != 1 || !strings.Contains(f.Evidence, "lastObservedState=") || !strings.Contains(f.Fix, "kubectl -n "+catalogs+" delete catalogsource nowhere") {
+		t.Errorf("catalog pointing nowhere on OLM %s: exit %d, %+v", o.Version, code, f)
+	}
+	t.Logf("OLM %s, catalog pointing nowhere: %s [%s] -> %s", o.Version, f.Problem, f.Evidence, f.Fix)
+	if code, report = doctorReport(t, c, catalogs); slices.ContainsFunc(report.Findings, func(f doctor.Finding) bool { return f.Check == "CatalogNotReady" }) {
+		t.Errorf("within the default --pending-after (10m), doctor reports the new catalog: exit %d, %+v", code, report.Findings)
+	}
+	checkLogs(t, o)
 }

@@ -138,6 +138,8 @@ type ClusterServiceVersionStatus struct {
 	Phase   ClusterServiceVersionPhase `json:"phase,omitempty"`
 	Reason  ConditionReason            `json:"reason,omitempty"`
 	Message string                     `json:"message,omitempty"`
+	// LastTransitionTime is when OLM last changed the phase (a reason change alone keeps it).
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 }
 
 // ClusterServiceVersionList is a list of CSVs.
