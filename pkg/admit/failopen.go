@@ -57,11 +57,14 @@ func (f failOpen) errored(ctx context.Context, msg string) admission.Response {
 	return admission.Allowed("").WithWarnings("olmguard " + f.path + " failed, request admitted unchanged: " + msg)
 }
 
+// LookupFailedWarning begins the warning of every admission a failed lookup left unchanged.
+const LookupFailedWarning = "olmguard: could not list "
+
 // LookupFailed is the answer of every handler whose lookup failed: the request is admitted
 // unchanged, the error logged and counted for webhook, and the writer warned that what (the
 // lookup) failed and what is left undone.
 func LookupFailed(ctx context.Context, webhook, what, leftUndone string, err error) admission.Response {
 	metrics.LookupErrors.WithLabelValues(webhook).Inc()
 	logf.FromContext(ctx).WithName("webhook").Info("lookup failed; allowing the request unchanged", "webhook", webhook, "lookup", what, "error", err.Error())
-	return admission.Allowed("").WithWarnings(fmt.Sprintf("olmguard: could not list %s, %s: %v", what, leftUndone, err))
+	return admission.Allowed("").WithWarnings(fmt.Sprintf("%s%s, %s: %v", LookupFailedWarning, what, leftUndone, err))
 }

