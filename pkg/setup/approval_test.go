@@ -31,6 +31,7 @@ func TestApprovalGuard(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Status.InstallPlanRef = &corev1.ObjectReference{Kind: "InstallPlan", Namespace: ns, Name: plan}
+		s.Status.InstallPlanGeneration = 2 // install-mixed's
 		s.Status.InstalledCSV, s.Status.CurrentCSV = installed, current
 		s.Status.LastUpdated = metav1.Now()
 		if err := c.Status().Update(ctx, s); err != nil {
@@ -43,11 +44,11 @@ func TestApprovalGuard(t *testing.T) {
 	owner := func(s *v1alpha1.Subscription) metav1.OwnerReference {
 		return metav1.OwnerReference{APIVersion: olm.Group + "/v1alpha1", Kind: olm.SubscriptionKind, Name: s.Name, UID: s.UID}
 	}
-	plan := func(name string, csvs []string, owners ...metav1.OwnerReference) *v1alpha1.InstallPlan {
+	plan := func(name string, gen int, csvs []string, owners ...metav1.OwnerReference) *v1alpha1.InstallPlan {
 		t.Helper()
 		// As OLM writes it in a namespace mixing approvals: Manual, not approved.
 		ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: owners},
-			Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: csvs, Approval: v1alpha1.ApprovalManual, Generation: 1}}
+			Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: csvs, Approval: v1alpha1.ApprovalManual, Generation: gen}}
 		if err := c.Create(ctx, ip); err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestApprovalGuard(t *testing.T) {
 		return w.Take()
 	}
 
-	mixed := plan("install-mixed", []string{"etcd.v2", "redis.v2"}, owner(a), owner(b))
+	mixed := plan("install-mixed", 2, []string{"etcd.v2", "redis.v2"}, owner(a), owner(b))
 	if got := approve(mixed); !strings.Contains(got, "approving InstallPlan install-mixed for Subscription a also upgrades Subscription b from redis.v1 to redis.v2, whose approval is Manual") {
 		t.Errorf("approving the mixed plan: warnings %q, want the Manual upgrade named", got)
 	}
@@ -75,7 +76,7 @@ func TestApprovalGuard(t *testing.T) {
 		t.Errorf("updating an approved plan: warnings %q, want none", got)
 	}
 
-	old := plan("install-old", []string{"etcd.v2"}, owner(a))
+	old := plan("install-old", 1, []string{"etcd.v2"}, owner(a))
 	if got := approve(old); !strings.Contains(got, "InstallPlan install-old is not the newest plan of Subscription a (its newest plan is install-mixed)") {
 		t.Errorf("approving a superseded plan: warnings %q, want it named with the newest", got)
 	}

@@ -20,15 +20,19 @@ type Approval struct {
 	Owners []metav1.OwnerReference
 	// CSVs is spec.clusterServiceVersionNames: the CSVs approving the plan installs.
 	CSVs []string
+	// Generation is spec.generation: OLM numbers a namespace's plans in the order it makes them.
+	Generation int
 }
 
 // ApprovalPolicies checks the approval of an InstallPlan (spec.approved turned true) against the
 // live Subscriptions of its namespace:
 //   - stale-approval: a Subscription the plan was resolved for has moved on to a newer plan
-//     (status.installPlanRef names another one): the approved plan installs what is no longer
-//     current, and the newer plan still waits.
-//   - unrequested-upgrade: the plan was resolved for Automatic Subscriptions and also upgrades a
-//     Manual one. OLM resolves a namespace as a whole, and in a namespace mixing approvals it
+//     (status.installPlanRef names another one, of a higher status.installPlanGeneration): the
+//     approved plan installs what is no longer current, and the newer plan still waits. A
+//     Subscription pointing at an older plan is no sign: OLM v0.46 leaves a Manual Subscription at
+//     its own pending plan when a later plan of the namespace (the mixed one below) covers it too.
+//   - unrequested-upgrade: the plan installs the next CSV of Automatic Subscriptions and also
+//     upgrades a Manual one. OLM resolves a namespace as a whole, and in a namespace mixing approvals it
 //     makes every plan Manual, one plan covering the namespace's Subscriptions (olm-facts.md §1.1
 //     step 7; OLM #1859, #2325): whoever approves the plan for the Automatic operators
 //     upgrades the Manual one too, which nobody asked for.
@@ -42,11 +46,16 @@ func ApprovalPolicies(p Policies, a Approval, subs []v1alpha1.Subscription) []Vi
 		if s.DeletionTimestamp != nil || !ownedBy(a.Owners, s) {
 			continue
 		}
-		if ref := s.Status.InstallPlanRef; ref != nil && ref.Name != "" && ref.Name != a.Plan {
+		if ref := s.Status.InstallPlanRef; ref != nil && ref.Name != "" && ref.Name != a.Plan && s.Status.InstallPlanGeneration > a.Generation {
 			stale = append(stale, fmt.Sprintf("%s (its newest plan is %s)", s.Name, ref.Name))
 		}
 		if approvalOf(s) != v1alpha1.ApprovalManual {
-			automatic = append(automatic, s.Name)
+			// OLM owns every plan by every Subscription of the namespace: an Automatic one counts
+			// only when the plan installs its next CSV, else a Manual operator's own upgrade plan
+			// would be taken for a mixed one.
+			if cur := s.Status.CurrentCSV; cur != "" && cur != s.Status.InstalledCSV && slices.Contains(a.CSVs, cur) {
+				automatic = append(automatic, s.Name)
+			}
 			continue
 		}
 		if cur, inst := s.Status.CurrentCSV, s.Status.InstalledCSV; inst != "" && cur != inst && slices.Contains(a.CSVs, cur) {
@@ -76,8 +85,9 @@ func ownedBy(refs []metav1.OwnerReference, s *v1alpha1.Subscription) bool {
 
 // planSpec is the part of an InstallPlan's spec the approval guard reads.
 type planSpec struct {
-	Approved bool     `json:"approved"`
-	CSVs     []string `json:"clusterServiceVersionNames"`
+	Approved   bool     `json:"approved"`
+	CSVs       []string `json:"clusterServiceVersionNames"`
+	Generation int      `json:"generation"`
 }
 
 // readPlanSpec decodes only spec from an InstallPlan's body (its status can hold every manifest

@@ -222,7 +222,7 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 		violations = InstallPlanPolicies(h.Policies, obj.Name, old.OwnerReferences, obj.OwnerReferences, live)
 	}
 	if approves {
-		violations = append(violations, ApprovalPolicies(h.Policies, Approval{Plan: obj.Name, Owners: obj.OwnerReferences, CSVs: spec.CSVs}, subs)...)
+		violations = append(violations, ApprovalPolicies(h.Policies, Approval{Plan: obj.Name, Owners: obj.OwnerReferences, CSVs: spec.CSVs, Generation: spec.Generation}, subs)...)
 	}
 	return Respond(violations)
 }
