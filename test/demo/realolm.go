@@ -19,7 +19,7 @@ import (
 )
 
 // realRows are the rows replayed on OLM's own binaries.
-type realRows struct{ f1, f3, f4 row }
+type realRows struct{ f1, f3, f4, approval, operatorGroup row }
 
 // realOLMAvailable says why the real-OLM rows cannot run, or nil: they need OLM's binaries and
 // CRDs from ../shared (see ../shared/olm/README).
@@ -78,6 +78,14 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	if err != nil {
 		return rows, err
 	}
+	approvalStock, err := d.realApproval(ctx, c, "stock")
+	if err != nil {
+		return rows, err
+	}
+	ogStock, err := d.realOperatorGroup(ctx, c, "stock")
+	if err != nil {
+		return rows, err
+	}
 	fmt.Fprintf(d.out, "\n--- OLM %s with olmguard ---\n", realolm.Version)
 	done = d.step("starting olmguard's webhook and controller")
 	stop, err := runOlmguard(ctx, bin, c)
@@ -94,6 +102,14 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	if err != nil {
 		return rows, err
 	}
+	approvalGuarded, err := d.realApproval(ctx, c, "guarded")
+	if err != nil {
+		return rows, err
+	}
+	ogGuarded, err := d.realOperatorGroup(ctx, c, "guarded")
+	if err != nil {
+		return rows, err
+	}
 	f4Stock, f4Guarded, err := d.realF4(ctx, bin)
 	if err != nil {
 		return rows, err
@@ -102,6 +118,8 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	rows.f1 = row{"F1 InstallPlan misses a Subscription owner", "#3199", real, f1Stock, f1Guarded}
 	rows.f3 = row{"F3 objects left after uninstall", "#2985", real, f3Stock, f3Guarded}
 	rows.f4 = row{"F4 second install of a bundle stuck", "#3210", "OLM " + realolm.OLMBefore + " -> " + realolm.OLMAfter, f4Stock, f4Guarded}
+	rows.approval = row{"approving one plan upgrades a Manual operator", "#1859", real, approvalStock, approvalGuarded}
+	rows.operatorGroup = row{"a second OperatorGroup stops installs", "#669", real, ogStock, ogGuarded}
 	return rows, nil
 }
 

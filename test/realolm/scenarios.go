@@ -87,6 +87,19 @@ func CSVSucceeded(ctx context.Context, c client.Client, ns, name string) error {
 	return nil
 }
 
+// CSVFailed waits until CSV name in ns reaches phase Failed with reason.
+func CSVFailed(ctx context.Context, c client.Client, ns, name string, reason v1alpha1.ConditionReason) error {
+	var csv v1alpha1.ClusterServiceVersion
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &csv)
+		return err == nil && csv.Status.Phase == v1alpha1.CSVPhaseFailed && csv.Status.Reason == reason, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("CSV %s/%s is %s (%s), want Failed (%s): %w", ns, name, csv.Status.Phase, csv.Status.Reason, reason, err)
+	}
+	return nil
+}
+
 // PlanOf waits until OLM points sub at a plan, and returns the plan.
 func PlanOf(ctx context.Context, c client.Client, sub *v1alpha1.Subscription) (*v1alpha1.InstallPlan, error) {
 	var plan *v1alpha1.InstallPlan

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/realolm"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+// The guards' rows run with olmguard's default modes (warn): the row says what a user sees, and
+// what enforce would do.
+
+// warningClient is a client of c whose admission warnings land in the Warnings.
+func warningClient(c *cluster.Cluster) (client.Client, *testenv.Warnings, error) {
+	w := &testenv.Warnings{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WarningHandlerWithContext = w
+	cl, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
+	return cl, w, err
+}
+
+// olmguardWarning is the first of warnings that olmguard gave, shortened for the table.
+func olmguardWarning(warnings string) string {
+	for line := range strings.SplitSeq(warnings, "\n") {
+		if msg, ok := strings.CutPrefix(line, "olmguard: "); ok {
+			return msg
+		}
+	}
+	return ""
+}
+
+// realApproval: a Manual Subscription with an upgrade pending meets a new Automatic one; OLM makes
+// one Manual plan holding both, and approving it for the new operator upgrades the Manual one.
+func (d *demo) realApproval(ctx context.Context, c *cluster.Cluster, mode string) (string, error) {
+	done := d.step("approval: alpha (Manual, upgrade to 2.0.0 pending) and a new Automatic Subscription to beta; approving beta's plan")
+	run, err := realolm.MixedApproval(ctx, c.Client, "demo-approval-"+mode, realolm.Beta)
+	if err != nil {
+		return "", err
+	}
+	cl, w, err := warningClient(c)
+	if err != nil {
+		return "", err
+	}
+	if err := realolm.Approve(ctx, cl, run.Mixed); err != nil {
+		return "", err
+	}
+	warned := olmguardWarning(w.Take())
+	upgraded := realolm.CSVSucceeded(ctx, c.Client, run.Namespace, realolm.Alpha.CSVName("2.0.0")) == nil
+	done()
+	res := "approved: "
+	if warned != "" {
+		res = "warned at the approval (enforce denies it): "
+	}
+	if upgraded {
+		res += "Manual alpha upgraded to 2.0.0 unasked"
+	} else {
+		res += "alpha left at 1.0.0"
+	}
+	fmt.Fprintf(d.out, "    %s\n", res)
+	if warned != "" {
+		fmt.Fprintf(d.out, "    warning: %s\n", warned)
+	}
+	return res, nil
+}
+
+// realOperatorGroup: a second OperatorGroup beside an installed operator.
+func (d *demo) realOperatorGroup(ctx context.Context, c *cluster.Cluster, mode string) (string, error) {
+	done := d.step("OperatorGroups: installing beta, then creating a second OperatorGroup in its namespace")
+	ns, err := realolm.OperatorNamespace(ctx, c.Client, "demo-og-"+mode)
+	if err != nil {
+		return "", err
+	}
+	csvName := realolm.Beta.CSVName("1.0.0")
+	if err := c.Client.Create(ctx, realolm.NewSubscription(ns, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")); err != nil {
+		return "", err
+	}
+	if err := realolm.CSVSucceeded(ctx, c.Client, ns, csvName); err != nil {
+		return "", err
+	}
+	cl, w, err := warningClient(c)
+	if err != nil {
+		return "", err
+	}
+	second := &olmv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns}, Spec: olmv1.OperatorGroupSpec{TargetNamespaces: []string{ns}}}
+	if err := cl.Create(ctx, second); err != nil {
+		return "", err
+	}
+	warned := olmguardWarning(w.Take())
+	failed := realolm.CSVFailed(ctx, c.Client, ns, csvName, "TooManyOperatorGroups") == nil
+	done()
+	res := "admitted: "
+	if warned != "" {
+		res = "warned at creation (enforce denies it): "
+	}
+	if failed {
+		res += "OLM fails beta's CSV (TooManyOperatorGroups)"
+	} else {
+		res += "beta's CSV still Succeeded"
+	}
+	fmt.Fprintf(d.out, "    %s\n", res)
+	if warned != "" {
+		fmt.Fprintf(d.out, "    warning: %s\n", warned)
+	}
+	return res, c.Client.Delete(ctx, second) // leave the namespace as OLM can use it again
+}
