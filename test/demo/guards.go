@@ -2,13 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/pkg/doctor"
+	"github.com/olmguard/olmguard/pkg/drift"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
@@ -111,4 +118,80 @@ func (d *demo) realOperatorGroup(ctx context.Context, c *cluster.Cluster, mode s
 		fmt.Fprintf(d.out, "    warning: %s\n", warned)
 	}
 	return res, c.Client.Delete(ctx, second) // leave the namespace as OLM can use it again
+}
+
+// realOrphanCSV: deleting only an operator's Subscription leaves its CSV, and a new Subscription
+// to the same package then fails to resolve (ConstraintsNotSatisfiable) without naming the CSV in
+// its way. With olmguard, `kubectl olmguard doctor` names it and prints the fix, which the demo
+// applies.
+func (d *demo) realOrphanCSV(ctx context.Context, c *cluster.Cluster, bin, mode string) (string, error) {
+	done := d.step("orphan CSV: installing beta, deleting only its Subscription, subscribing to beta again")
+	ns, err := realolm.OperatorNamespace(ctx, c.Client, "demo-orphan-"+mode)
+	if err != nil {
+		return "", err
+	}
+	csvName := realolm.Beta.CSVName("1.0.0")
+	first := realolm.NewSubscription(ns, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
+	if err := c.Client.Create(ctx, first); err != nil {
+		return "", err
+	}
+	if err := realolm.CSVSucceeded(ctx, c.Client, ns, csvName); err != nil {
+		return "", err
+	}
+	if err := c.Client.Delete(ctx, first); err != nil {
+		return "", err
+	}
+	again := realolm.NewSubscription(ns, "beta-again", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
+	if err := c.Client.Create(ctx, again); err != nil {
+		return "", err
+	}
+	if err := realolm.ResolutionFailed(ctx, c.Client, again, drift.ReasonConstraintsNotSatisfiable); err != nil {
+		return "", err
+	}
+	done()
+	if mode == "stock" {
+		res := "new Subscription fails: ConstraintsNotSatisfiable, the CSV in its way unnamed"
+		fmt.Fprintf(d.out, "    %s\n", res)
+		return res, nil
+	}
+	done = d.step("kubectl olmguard doctor -n %s, then its fix", ns)
+	f, err := doctorFinding(ctx, bin, c.Kubeconfig, ns, "OrphanCSVBlocksResolution")
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(d.out, "    doctor: %s\n    fix: %s\n", f.Problem, f.Fix)
+	fixed := time.Now()
+	if err := c.Client.Delete(ctx, &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: csvName}}); err != nil {
+		return "", err
+	}
+	if err := realolm.Resync(ctx, c.Client, again); err != nil {
+		return "", err
+	}
+	if err := realolm.CSVSucceeded(ctx, c.Client, ns, csvName); err != nil {
+		return "", err
+	}
+	done()
+	res := fmt.Sprintf("doctor names %s and the fix; with it applied beta installs in %s", csvName, time.Since(fixed).Round(time.Second))
+	fmt.Fprintf(d.out, "    %s\n", res)
+	return res, nil
+}
+
+// doctorFinding runs `kubectl olmguard doctor -n ns -o json` and returns its finding of check.
+func doctorFinding(ctx context.Context, bin, kubeconfig, ns, check string) (doctor.Finding, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl-olmguard"), "doctor", "--kubeconfig", kubeconfig, "-n", ns, "-o", "json")
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) { // exit 1: findings
+		return doctor.Finding{}, fmt.Errorf("kubectl olmguard doctor: %w", err)
+	}
+	var report doctor.Report
+	if err := json.Unmarshal(out, &report); err != nil {
+		return doctor.Finding{}, fmt.Errorf("kubectl olmguard doctor -o json: %w: %s", err, out)
+	}
+	for _, f := range report.Findings {
+		if f.Check == check {
+			return f, nil
+		}
+	}
+	return doctor.Finding{}, fmt.Errorf("kubectl olmguard doctor -n %s reported no %s: %+v", ns, check, report.Findings)
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // realRows are the rows replayed on OLM's own binaries.
-type realRows struct{ f1, f3, f4, approval, operatorGroup row }
+type realRows struct{ f1, f3, f4, approval, operatorGroup, orphan row }
 
 // realOLMAvailable says why the real-OLM rows cannot run, or nil: they need OLM's binaries and
 // CRDs from ../shared (see ../shared/olm/README).
@@ -86,6 +86,10 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	if err != nil {
 		return rows, err
 	}
+	orphanStock, err := d.realOrphanCSV(ctx, c, bin, "stock")
+	if err != nil {
+		return rows, err
+	}
 	fmt.Fprintf(d.out, "\n--- OLM %s with olmguard ---\n", realolm.Version)
 	done = d.step("starting olmguard's webhook and controller")
 	stop, err := runOlmguard(ctx, bin, c)
@@ -110,6 +114,10 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	if err != nil {
 		return rows, err
 	}
+	orphanGuarded, err := d.realOrphanCSV(ctx, c, bin, "guarded")
+	if err != nil {
+		return rows, err
+	}
 	f4Stock, f4Guarded, err := d.realF4(ctx, bin)
 	if err != nil {
 		return rows, err
@@ -120,6 +128,7 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	rows.f4 = row{"F4 second install of a bundle stuck", "#3210", "OLM " + realolm.OLMBefore + " -> " + realolm.OLMAfter, f4Stock, f4Guarded}
 	rows.approval = row{"approving one plan upgrades a Manual operator", "#1859", real, approvalStock, approvalGuarded}
 	rows.operatorGroup = row{"a second OperatorGroup stops installs", "#669", real, ogStock, ogGuarded}
+	rows.orphan = row{"an orphan CSV blocks resolution", "#2201", real, orphanStock, orphanGuarded}
 	return rows, nil
 }
 

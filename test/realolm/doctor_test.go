@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/doctor"
@@ -138,14 +136,9 @@ func TestDoctorOLMFailures(t *testing.T) {
 	}
 	t.Logf("OLM %s, two OperatorGroups: %s [%s] -> %s", o.Version, f.Problem, f.Evidence, f.Fix)
 
-	testenv.Eventually(t, "OLM fails the resolution of "+again.Name, func(ctx context.Context) (bool, error) {
-		sub := &v1alpha1.Subscription{}
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(again), sub); err != nil {
-			return false, err
-		}
-		cond := sub.Status.GetCondition(v1alpha1.SubscriptionResolutionFailed)
-		return cond != nil && cond.Status == corev1.ConditionTrue && cond.Reason == drift.ReasonConstraintsNotSatisfiable, nil
-	})
+	if err := ResolutionFailed(ctx, c.Client, again, drift.ReasonConstraintsNotSatisfiable); err != nil {
+		t.Fatal(err)
+	}
 	code, report = doctorReport(t, c, orphan)
 	f = finding(t, report, "OrphanCSVBlocksResolution", csvName)
 	if code != 1 || !strings.Contains(f.Evidence, "Subscription beta-again: ResolutionFailed=True, ConstraintsNotSatisfiable") {
@@ -160,8 +153,7 @@ func TestDoctorOLMFailures(t *testing.T) {
 		err := c.Client.Get(ctx, client.ObjectKey{Namespace: orphan, Name: csvName}, &v1alpha1.ClusterServiceVersion{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	patch := []byte(`{"metadata":{"annotations":{"` + olmguard.ResyncAnnotation + `":"` + time.Now().Format(time.RFC3339Nano) + `"}}}`)
-	if err := c.Client.Patch(ctx, again, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := Resync(ctx, c.Client, again); err != nil {
 		t.Fatal(err)
 	}
 	waitCSV(t, c, orphan, csvName)

@@ -21,6 +21,7 @@ import (
 
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testbin"
@@ -98,6 +99,29 @@ func CSVFailed(ctx context.Context, c client.Client, ns, name string, reason v1a
 		return fmt.Errorf("CSV %s/%s is %s (%s), want Failed (%s): %w", ns, name, csv.Status.Phase, csv.Status.Reason, reason, err)
 	}
 	return nil
+}
+
+// ResolutionFailed waits until OLM marks sub ResolutionFailed with reason.
+func ResolutionFailed(ctx context.Context, c client.Client, sub *v1alpha1.Subscription, reason string) error {
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
+		s := &v1alpha1.Subscription{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(sub), s); err != nil {
+			return false, err
+		}
+		cond := s.Status.GetCondition(v1alpha1.SubscriptionResolutionFailed)
+		return cond != nil && cond.Status == corev1.ConditionTrue && cond.Reason == reason, nil
+	})
+	if err != nil {
+		return fmt.Errorf("OLM never failed the resolution of Subscription %s/%s with %s: %w", sub.Namespace, sub.Name, reason, err)
+	}
+	return nil
+}
+
+// Resync touches sub's olmguard resync annotation: any change of a Subscription makes OLM
+// resolve its namespace again.
+func Resync(ctx context.Context, c client.Client, sub *v1alpha1.Subscription) error {
+	patch := []byte(`{"metadata":{"annotations":{"` + olmguard.ResyncAnnotation + `":"` + time.Now().Format(time.RFC3339Nano) + `"}}}`)
+	return c.Patch(ctx, sub, client.RawPatch(types.MergePatchType, patch))
 }
 
 // PlanOf waits until OLM points sub at a plan, and returns the plan.
