@@ -19,7 +19,7 @@ import (
 )
 
 // realRows are the rows replayed on OLM's own binaries.
-type realRows struct{ f1, f3, f4, approval, operatorGroup, orphan row }
+type realRows struct{ f1, f3, f4, approval, operatorGroup, orphan, unpackRetry row }
 
 // realOLMAvailable says why the real-OLM rows cannot run, or nil: they need OLM's binaries and
 // CRDs from ../shared (see ../shared/olm/README).
@@ -32,8 +32,9 @@ func realOLMAvailable() error {
 	return realolm.UseOLMCRDs()
 }
 
-// runOlmguard starts olmguard's webhook and controller against c; stop undoes it.
-func runOlmguard(ctx context.Context, bin string, c *cluster.Cluster) (stop func(), err error) {
+// runOlmguard starts olmguard's webhook and controller (with controllerFlags) against c; stop
+// undoes it.
+func runOlmguard(ctx context.Context, bin string, c *cluster.Cluster, controllerFlags ...string) (stop func(), err error) {
 	if err := c.CreateNamespace(ctx, olmguard.DefaultNamespace); err != nil {
 		return nil, err
 	}
@@ -41,7 +42,7 @@ func runOlmguard(ctx context.Context, bin string, c *cluster.Cluster) (stop func
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := procs.StartController(bin, c.Kubeconfig)
+	ctrl, err := procs.StartController(bin, c.Kubeconfig, controllerFlags...)
 	if err != nil {
 		wh.Stop()
 		return nil, err
@@ -122,12 +123,17 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	if err != nil {
 		return rows, err
 	}
+	retryStock, retryGuarded, err := d.realUnpackRetry(ctx, bin)
+	if err != nil {
+		return rows, err
+	}
 	real := "OLM " + realolm.Version
 	rows.f1 = row{"F1 InstallPlan misses a Subscription owner", "#3199", real, f1Stock, f1Guarded}
 	rows.f3 = row{"F3 objects left after uninstall", "#2985", real, f3Stock, f3Guarded}
 	rows.f4 = row{"F4 second install of a bundle stuck", "#3210", "OLM " + realolm.OLMBefore + " -> " + realolm.OLMAfter, f4Stock, f4Guarded}
 	rows.approval = row{"approving one plan upgrades a Manual operator", "#1859", real, approvalStock, approvalGuarded}
 	rows.operatorGroup = row{"a second OperatorGroup stops installs", "#669", real, ogStock, ogGuarded}
+	rows.unpackRetry = row{"failed bundle unpack never retried", "#2265", "OLM " + realolm.OLMAfter, retryStock, retryGuarded}
 	rows.orphan = row{"an orphan CSV blocks resolution", "#2201", real, orphanStock, orphanGuarded}
 	return rows, nil
 }
@@ -249,4 +255,42 @@ func (d *demo) realF4(ctx context.Context, bin string) (stock, guarded string, e
 func succeeded(ctx context.Context, c client.Client, ns, name string) bool {
 	csv := &v1alpha1.ClusterServiceVersion{}
 	return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, csv) == nil && csv.Status.Phase == v1alpha1.CSVPhaseSucceeded
+}
+
+// realUnpackRetry replays OLM #2265 on a cluster of its own with OLM v0.28: an unpack Job failed
+// (DeadlineExceeded) and, its cause gone, OLM never retries; then olmguard's controller starts with
+// --unpack-retry-failed (off by default).
+func (d *demo) realUnpackRetry(ctx context.Context, bin string) (stock, guarded string, err error) {
+	done := d.step("unpack retry: a fourth cluster with OLM %s; a bundle unpack Job fails (DeadlineExceeded), then its cause goes away", realolm.OLMAfter)
+	u, err := realolm.StartUnpackFailure(ctx, "olmguard-demo-unpack")
+	if err != nil {
+		return "", "", err
+	}
+	defer u.C.Stop()
+	err = u.StillStuck(ctx, stockStuckFor)
+	done()
+	if err != nil {
+		return "", "", err
+	}
+	stock = fmt.Sprintf("unpack Job Failed (DeadlineExceeded); cause gone, no retry in %s", stockStuckFor)
+	fmt.Fprintf(d.out, "    stock: %s\n", stock)
+
+	done = d.step("unpack retry: starting olmguard with --unpack-retry-failed --unpack-retry-failed-after=30s")
+	stop, err := runOlmguard(ctx, bin, u.C, "--unpack-retry-failed", "--unpack-retry-failed-after=30s")
+	if err != nil {
+		return "", "", err
+	}
+	defer stop()
+	started := time.Now()
+	err = realolm.CSVSucceeded(ctx, u.C.Client, u.Namespace, u.CSV())
+	done()
+	guarded = fmt.Sprintf("failed Job removed, OLM retried: installed %s after olmguard started (opt-in)", time.Since(started).Round(time.Second))
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
+		guarded = "still stuck: " + err.Error()
+	}
+	fmt.Fprintf(d.out, "    %s\n", guarded)
+	return stock, guarded, nil
 }
