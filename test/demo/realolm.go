@@ -71,23 +71,7 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	done()
 
 	fmt.Fprintf(d.out, "\n--- stock OLM %s ---\n", realolm.Version)
-	f1Stock, err := d.realF1(ctx, c, "stock", realF1Namespaces)
-	if err != nil {
-		return rows, err
-	}
-	f3Stock, err := d.realF3(ctx, c, realolm.Gamma, "stock")
-	if err != nil {
-		return rows, err
-	}
-	approvalStock, err := d.realApproval(ctx, c, "stock")
-	if err != nil {
-		return rows, err
-	}
-	ogStock, err := d.realOperatorGroup(ctx, c, "stock")
-	if err != nil {
-		return rows, err
-	}
-	orphanStock, err := d.realOrphanCSV(ctx, c, bin, "stock")
+	stock, err := d.realReplays(ctx, c, bin, "stock", realolm.Gamma)
 	if err != nil {
 		return rows, err
 	}
@@ -99,23 +83,7 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	}
 	defer stop()
 	done()
-	f1Guarded, err := d.realF1(ctx, c, "guarded", realF1Namespaces)
-	if err != nil {
-		return rows, err
-	}
-	f3Guarded, err := d.realF3(ctx, c, realolm.Delta, "guarded")
-	if err != nil {
-		return rows, err
-	}
-	approvalGuarded, err := d.realApproval(ctx, c, "guarded")
-	if err != nil {
-		return rows, err
-	}
-	ogGuarded, err := d.realOperatorGroup(ctx, c, "guarded")
-	if err != nil {
-		return rows, err
-	}
-	orphanGuarded, err := d.realOrphanCSV(ctx, c, bin, "guarded")
+	guarded, err := d.realReplays(ctx, c, bin, "guarded", realolm.Delta)
 	if err != nil {
 		return rows, err
 	}
@@ -128,14 +96,36 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 		return rows, err
 	}
 	real := "OLM " + realolm.Version
-	rows.f1 = row{"F1 InstallPlan misses a Subscription owner", "#3199", real, f1Stock, f1Guarded}
-	rows.f3 = row{"F3 objects left after uninstall", "#2985", real, f3Stock, f3Guarded}
+	rows.f1 = row{"F1 InstallPlan misses a Subscription owner", "#3199", real, stock.f1, guarded.f1}
+	rows.f3 = row{"F3 objects left after uninstall", "#2985", real, stock.f3, guarded.f3}
 	rows.f4 = row{"F4 second install of a bundle stuck", "#3210", "OLM " + realolm.OLMBefore + " -> " + realolm.OLMAfter, f4Stock, f4Guarded}
-	rows.approval = row{"approving one plan upgrades a Manual operator", "#1859", real, approvalStock, approvalGuarded}
-	rows.operatorGroup = row{"a second OperatorGroup stops installs", "#669", real, ogStock, ogGuarded}
+	rows.approval = row{"approving one plan upgrades a Manual operator", "#1859", real, stock.approval, guarded.approval}
+	rows.operatorGroup = row{"a second OperatorGroup stops installs", "#669", real, stock.operatorGroup, guarded.operatorGroup}
 	rows.unpackRetry = row{"failed bundle unpack never retried", "#2265", "OLM " + realolm.OLMAfter, retryStock, retryGuarded}
-	rows.orphan = row{"an orphan CSV blocks resolution", "#2201", real, orphanStock, orphanGuarded}
+	rows.orphan = row{"an orphan CSV blocks resolution", "#2201", real, stock.orphan, guarded.orphan}
 	return rows, nil
+}
+
+// realOutcomes are the outcomes, in one mode, of the replays on the shared real-OLM cluster.
+type realOutcomes struct{ f1, f3, approval, operatorGroup, orphan string }
+
+// realReplays replays, in mode, F1, F3 (installing and uninstalling f3), the approval, the second
+// OperatorGroup and the orphan CSV on c.
+func (d *demo) realReplays(ctx context.Context, c *cluster.Cluster, bin, mode string, f3 realolm.Package) (o realOutcomes, err error) {
+	if o.f1, err = d.realF1(ctx, c, mode, realF1Namespaces); err != nil {
+		return o, err
+	}
+	if o.f3, err = d.realF3(ctx, c, f3, mode); err != nil {
+		return o, err
+	}
+	if o.approval, err = d.realApproval(ctx, c, mode); err != nil {
+		return o, err
+	}
+	if o.operatorGroup, err = d.realOperatorGroup(ctx, c, mode); err != nil {
+		return o, err
+	}
+	o.orphan, err = d.realOrphanCSV(ctx, c, bin, mode)
+	return o, err
 }
 
 // realF1Namespaces is how many namespaces each interleaving of #3199 uses on real OLM, which

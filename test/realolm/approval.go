@@ -68,7 +68,8 @@ func MixedApproval(ctx context.Context, c client.Client, prefix string, auto Pac
 	return run, nil
 }
 
-// NextPlan waits until OLM points sub at a plan other than prev, and returns it.
+// NextPlan waits until OLM points sub at a plan other than prev (any plan when prev is empty), and
+// returns it.
 func NextPlan(ctx context.Context, c client.Client, sub *v1alpha1.Subscription, prev string) (*v1alpha1.InstallPlan, error) {
 	var plan *v1alpha1.InstallPlan
 	err := poll(ctx, func(ctx context.Context) (bool, error) {
@@ -86,7 +87,10 @@ func NextPlan(ctx context.Context, c client.Client, sub *v1alpha1.Subscription, 
 		plan = p
 		return true, nil
 	})
-	if err != nil {
+	switch {
+	case err != nil && prev == "":
+		return nil, fmt.Errorf("Subscription %s/%s never got an InstallPlan: %w", sub.Namespace, sub.Name, err)
+	case err != nil:
 		return nil, fmt.Errorf("OLM never moved Subscription %s/%s on from plan %s: %w", sub.Namespace, sub.Name, prev, err)
 	}
 	return plan, nil

@@ -126,26 +126,7 @@ func Resync(ctx context.Context, c client.Client, sub *v1alpha1.Subscription) er
 
 // PlanOf waits until OLM points sub at a plan, and returns the plan.
 func PlanOf(ctx context.Context, c client.Client, sub *v1alpha1.Subscription) (*v1alpha1.InstallPlan, error) {
-	var plan *v1alpha1.InstallPlan
-	err := poll(ctx, func(ctx context.Context) (bool, error) {
-		s := &v1alpha1.Subscription{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(sub), s); err != nil {
-			return false, err
-		}
-		if s.Status.InstallPlanRef == nil {
-			return false, nil
-		}
-		p := &v1alpha1.InstallPlan{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.InstallPlanRef.Name}, p); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		plan = p
-		return true, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("Subscription %s/%s never got an InstallPlan: %w", sub.Namespace, sub.Name, err)
-	}
-	return plan, nil
+	return NextPlan(ctx, c, sub, "")
 }
 
 // SubscriptionAtLatest waits for the Subscription's status to catch up with its CSV (it trails

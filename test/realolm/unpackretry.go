@@ -27,7 +27,7 @@ type UnpackFailure struct {
 	OLM       *cluster.OLM
 	Namespace string
 	Sub       *v1alpha1.Subscription
-	Job       *batchv1.Job     // the Failed unpack Job
+	Job       *batchv1.Job      // the Failed unpack Job
 	ConfigMap *corev1.ConfigMap // its ConfigMap, empty
 }
 
