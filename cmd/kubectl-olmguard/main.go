@@ -34,13 +34,16 @@ Commands:
               catalogs, packageserver) and print each problem with its evidence and a fix; exit status 0 when healthy, 1 when problems are found,
               2 when the audit could not run or was incomplete
   version     print the version and commit this plugin was built from (also --version)
-  uninstall   scale olmguard's Deployments (olmguard-system) to zero, remove its webhook
-              configurations, then olmguard.io/cleanup from every CSV, so that removing olmguard
-              leaves nothing stuck (OLM's own objects are not touched); then delete olmguard's
-              manifests with kubectl delete --ignore-not-found
+  uninstall   scale olmguard's Deployments (olmguard-system) to zero and wait for their pods to
+              stop, remove its webhook configurations, then olmguard.io/cleanup from every CSV,
+              so that removing olmguard leaves nothing stuck (OLM's own objects are not
+              touched); then delete olmguard's manifests with kubectl delete --ignore-not-found
 
 Flags of every command:
   --kubeconfig FILE   kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+
+Flags of uninstall:
+  --stop-timeout D    how long to wait for olmguard's pods to stop (default 2m)
 
 Flags of doctor:
   -n, --namespace NS  audit one namespace (default: all namespaces)
@@ -70,8 +73,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	config.RegisterFlags(fs)
 	do := doctor.DefaultOptions()
 	output := "table"
+	stopTimeout := uninstall.DefaultStopTimeout
 	switch cmd {
 	case "uninstall":
+		fs.DurationVar(&stopTimeout, "stop-timeout", stopTimeout, "how long to wait for olmguard's pods to stop")
 	case "doctor":
 		for _, name := range []string{"n", "namespace"} {
 			fs.StringVar(&do.Namespace, name, "", "namespace to audit")
@@ -94,6 +99,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kubectl-olmguard %s: unexpected argument %q\n", cmd, fs.Arg(0))
 		return 2
 	}
+	if stopTimeout <= 0 {
+		fmt.Fprintf(stderr, "kubectl-olmguard uninstall: --stop-timeout must be positive\n")
+		return 2
+	}
 	if output != "table" && output != "json" {
 		fmt.Fprintf(stderr, "kubectl-olmguard doctor: --output %q: must be table or json\n", output)
 		return 2
@@ -110,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if cmd == "uninstall" {
-		if err := uninstall.Run(ctx, c, stdout); err != nil {
+		if err := uninstall.Run(ctx, c, stdout, stopTimeout); err != nil {
 			fmt.Fprintf(stderr, "kubectl-olmguard uninstall: %v\n", err)
 			return 1
 		}

@@ -1,6 +1,6 @@
 // Package uninstall removes olmguard from a cluster without leaving anything stuck: first it stops
-// olmguard's Deployments and removes its webhook configurations (so nothing adds the finalizer
-// again), then it removes its finalizer from every CSV.
+// olmguard's Deployments, waits for their pods to go and removes its webhook configurations (so
+// nothing adds the finalizer again), then it removes its finalizer from every CSV.
 // OLM's own finalizers and objects are never touched.
 package uninstall
 
@@ -10,10 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/cleanup"
@@ -78,10 +82,45 @@ func StopDeployments(ctx context.Context, c client.Client, out io.Writer) (int, 
 	return len(list.Items), nil
 }
 
-// Run uninstalls olmguard's hooks into OLM: it stops olmguard's Deployments, removes its webhook
-// configurations, then its finalizers.
-func Run(ctx context.Context, c client.Client, out io.Writer) error {
+// DefaultStopTimeout is how long Run waits for olmguard's pods to stop.
+const DefaultStopTimeout = 2 * time.Minute
+
+// WaitStopped waits until no pod of olmguard (label app.kubernetes.io/name=olmguard) is left,
+// terminating ones included: a controller still shutting down after its Deployment was scaled to
+// zero adds the finalizer back to a CSV it reconciles (a real-node uninstall showed it). After
+// timeout it fails naming the pods left.
+func WaitStopped(ctx context.Context, c client.Client, out io.Writer, timeout, interval time.Duration) error {
+	var left []string
+	said := false
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.MatchingLabels{olmguard.NameLabel: olmguard.Name}); err != nil {
+			return false, fmt.Errorf("listing olmguard's pods: %w", err)
+		}
+		left = left[:0]
+		for _, p := range pods.Items {
+			left = append(left, p.Namespace+"/"+p.Name)
+		}
+		if len(left) > 0 && !said {
+			fmt.Fprintf(out, "waiting for %d olmguard pods to stop\n", len(left))
+			said = true
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil && len(left) > 0 {
+		return fmt.Errorf("olmguard's pods %s still exist after %s (a pod on a lost node stays Terminating: delete it with kubectl delete pod --force --grace-period=0, then run uninstall again): %w",
+			strings.Join(left, ", "), timeout, err)
+	}
+	return err
+}
+
+// Run uninstalls olmguard's hooks into OLM: it stops olmguard's Deployments and waits up to
+// stopTimeout for their pods to go, removes its webhook configurations, then its finalizers.
+func Run(ctx context.Context, c client.Client, out io.Writer, stopTimeout time.Duration) error {
 	if _, err := StopDeployments(ctx, c, out); err != nil {
+		return err
+	}
+	if err := WaitStopped(ctx, c, out, stopTimeout, time.Second); err != nil {
 		return err
 	}
 	if err := RemoveWebhookConfigurations(ctx, c); err != nil {

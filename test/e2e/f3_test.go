@@ -285,7 +285,7 @@ func TestF3CSVCleanup(t *testing.T) {
 		}
 		// ...until olmguard is uninstalled.
 		var out strings.Builder
-		if err := olmguarduninstall.Run(ctx, c.Client, &out); err != nil {
+		if err := olmguarduninstall.Run(ctx, c.Client, &out, olmguarduninstall.DefaultStopTimeout); err != nil {
 			t.Fatal(err)
 		}
 		waitCSVGone(t, ctx, c, "f3-uninstall", "gamma.v1.0.0", testenv.Patience)
