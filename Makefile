@@ -152,7 +152,7 @@ FUZZTIME ?= 2m
 # Go minimizes each new interesting input for 60 s by default, with no execs meanwhile.
 FUZZMINIMIZE ?= 5s
 FUZZ_TARGETS := ./pkg/mutate:FuzzInstallPlanHandler ./pkg/mutate:FuzzJobHandler ./pkg/mutate:FuzzCSVHandler \
-	./pkg/validate:FuzzHandlers ./pkg/validate:FuzzOperatorGroupHandler ./pkg/review:FuzzFields ./pkg/webhook:FuzzReviewGuard
+	./pkg/validate:FuzzHandlers ./pkg/validate:FuzzOperatorGroupHandler ./pkg/validate:FuzzCatalogSourceHandler ./pkg/review:FuzzFields ./pkg/webhook:FuzzReviewGuard
 .PHONY: fuzz
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg, $(FUZZTIME))"; \

@@ -17,7 +17,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	o, h := webhook.DefaultOptions(), setup.DefaultWebhook()
 	clitest.Help(t, run, func(fs *flag.FlagSet) { o.BindFlags(fs); h.BindFlags(fs) },
 		"--port int\n", "(default 9443)", "(default :8081)", "(default :8080)", "(default olmguard-system)",
-		"(default olmguard-webhook)", "(default info)", "--self-signed\n", "--policy-mixed-approval", "(default warn)",
+		"(default olmguard-webhook)", "(default info)", "--self-signed\n", "--policy-mixed-approval", "(default warn)", "--policy-catalog-trust", "(default olm)",
 		"--unpack-job-ttl duration\n", "--cleanup-finalizer-users")
 }
 
@@ -35,6 +35,8 @@ func TestBadFlagsExitWithOneLine(t *testing.T) {
 		{Args: []string{"--self-signed", "extra"}, Want: `unexpected argument "extra"`},
 		{Args: []string{"--policy-mixed-approval=deny"}, Want: "--policy-mixed-approval"},
 		{Args: []string{"--cleanup-finalizer-users=,"}, Want: "--cleanup-finalizer-users"},
+		{Args: []string{"--trusted-catalog-registries=https://registry.example.com"}, Want: "--trusted-catalog-registries"},
+		{Args: []string{"--trusted-catalog-namespaces=Not_OK"}, Want: "--trusted-catalog-namespaces"},
 	})
 }
 

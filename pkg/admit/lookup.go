@@ -193,3 +193,33 @@ func (l LiveNamespaces) Missing(ctx context.Context, names []string) ([]string, 
 	}
 	return missing, nil
 }
+
+// CatalogSources reads one CatalogSource for a handler.
+type CatalogSources interface {
+	// Get returns the CatalogSource, or nil when it does not exist.
+	Get(ctx context.Context, namespace, name string) (*v1alpha1.CatalogSource, error)
+}
+
+// LiveCatalogSources reads a CatalogSource from the apiserver with a consistent GET: `kubectl
+// apply -f` of a file holding a CatalogSource and a Subscription to it creates them a moment
+// apart.
+type LiveCatalogSources struct {
+	Reader client.Reader
+	// Timeout bounds one GET (DefaultLookupTimeout when zero).
+	Timeout time.Duration
+}
+
+// Get reads the CatalogSource namespace/name.
+func (l LiveCatalogSources) Get(ctx context.Context, namespace, name string) (*v1alpha1.CatalogSource, error) {
+	ctx, cancel := context.WithTimeout(ctx, orDefault(l.Timeout))
+	defer cancel()
+	cs := &v1alpha1.CatalogSource{}
+	err := l.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cs)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}

@@ -52,6 +52,7 @@ const (
 	ValidateInstallPlansPath           = "/validate/installplans"
 	ValidateClusterServiceVersionsPath = "/validate/clusterserviceversions"
 	ValidateOperatorGroupsPath         = "/validate/operatorgroups"
+	ValidateCatalogSourcesPath         = "/validate/catalogsources"
 )
 
 // MetricsPrefix starts the name of every metric olmguard exports.

@@ -43,13 +43,19 @@ func (w Webhook) Admission() []admit.Endpoint {
 				return &mutate.JobHandler{TTL: w.UnpackJobTTL, Catalogs: admit.LiveCatalogNamespaces{Reader: mgr.GetAPIReader()}}, nil
 			},
 		},
-		{ // Duplicate packages and mixed approval in a namespace; a create where no OperatorGroup is.
+		{ // Duplicate packages and mixed approval in a namespace; a create where no OperatorGroup is; an untrusted catalog.
 			Webhook: registration.Webhook{Name: "subscriptions.validate.olmguard.io", Path: olmguard.ValidateSubscriptionsPath,
 				Rules: registration.OLMRule("subscriptions", create, update)},
 			Handler: func(mgr manager.Manager) (admission.Handler, error) {
 				return &validate.SubscriptionHandler{Subscriptions: subscriptions(mgr, validate.SubscriptionsWebhook),
-					OperatorGroups: admit.LiveOperatorGroups{Reader: mgr.GetAPIReader()}, Policies: w.Policies}, nil
+					OperatorGroups: admit.LiveOperatorGroups{Reader: mgr.GetAPIReader()},
+					CatalogSources: admit.LiveCatalogSources{Reader: mgr.GetAPIReader()}, Trusted: w.TrustedCatalogs, Policies: w.Policies}, nil
 			},
+		},
+		{ // Catalog trust (OLM #3820): who may serve operators.
+			Webhook: registration.Webhook{Name: "catalogsources.validate.olmguard.io", Path: olmguard.ValidateCatalogSourcesPath,
+				Rules: registration.OLMRule("catalogsources", create, update)},
+			Handler: admit.Static(&validate.CatalogSourceHandler{Trusted: w.TrustedCatalogs, Policies: w.Policies}),
 		},
 		{ // The OperatorGroup guard: a second OperatorGroup in a namespace, missing target namespaces.
 			Webhook: registration.Webhook{Name: "operatorgroups.validate.olmguard.io", Path: olmguard.ValidateOperatorGroupsPath,

@@ -83,8 +83,8 @@ func TestBuildConfigurations(t *testing.T) {
 			t.Errorf("labels = %v, want %s=%s", l, olmguard.NameLabel, olmguard.Name)
 		}
 	}
-	if len(m.Webhooks) != 3 || len(v.Webhooks) != 4 {
-		t.Fatalf("got %d mutating and %d validating webhooks, want 3 and 4", len(m.Webhooks), len(v.Webhooks))
+	if len(m.Webhooks) != 3 || len(v.Webhooks) != 5 {
+		t.Fatalf("got %d mutating and %d validating webhooks, want 3 and 5", len(m.Webhooks), len(v.Webhooks))
 	}
 	for _, w := range m.Webhooks {
 		if w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
@@ -100,8 +100,8 @@ func TestBuildCommonFields(t *testing.T) {
 		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "guard"},
 	}}}
 	hs := hooks(o)
-	if len(hs) != 7 {
-		t.Fatalf("got %d distinct webhook names, want 7", len(hs))
+	if len(hs) != 8 {
+		t.Fatalf("got %d distinct webhook names, want 8", len(hs))
 	}
 	var paths []string
 	for name, h := range hs {
@@ -177,6 +177,10 @@ func TestBuildPerWebhook(t *testing.T) {
 		{
 			name: "subscriptions.validate.olmguard.io", path: olmguard.ValidateSubscriptionsPath,
 			group: "operators.coreos.com", version: "v1alpha1", resource: "subscriptions", ops: ops(create, update),
+		},
+		{
+			name: "catalogsources.validate.olmguard.io", path: olmguard.ValidateCatalogSourcesPath,
+			group: "operators.coreos.com", version: "v1alpha1", resource: "catalogsources", ops: ops(create, update),
 		},
 		{
 			name: "operatorgroups.validate.olmguard.io", path: olmguard.ValidateOperatorGroupsPath,

@@ -32,16 +32,20 @@ type Webhook struct {
 	// (the default, which F1's guarantee rests on); false reads the apiserver's watch cache
 	// (admit.LiveSubscriptions).
 	ConsistentSubscriptionReads bool
+	// TrustedCatalogs are the catalogs --policy-catalog-trust trusts.
+	TrustedCatalogs validate.TrustedCatalogs
 }
 
 // DefaultWebhook returns the flag defaults.
 func DefaultWebhook() Webhook {
-	return Webhook{Policies: validate.DefaultPolicies(), UnpackJobTTL: 10 * time.Minute, CleanupUsers: validate.DefaultCleanupUsers, ConsistentSubscriptionReads: true}
+	return Webhook{Policies: validate.DefaultPolicies(), UnpackJobTTL: 10 * time.Minute, CleanupUsers: validate.DefaultCleanupUsers, ConsistentSubscriptionReads: true,
+		TrustedCatalogs: validate.DefaultTrustedCatalogs()}
 }
 
-// BindFlags registers the policy flags and --unpack-job-ttl.
+// BindFlags registers the policy flags, the trusted catalogs and --unpack-job-ttl.
 func (w *Webhook) BindFlags(fs *flag.FlagSet) {
 	w.Policies.BindFlags(fs)
+	w.TrustedCatalogs.BindFlags(fs)
 	fs.DurationVar(&w.UnpackJobTTL, "unpack-job-ttl", w.UnpackJobTTL, "ttlSecondsAfterFinished given to bundle unpack Jobs OLM creates without one (0 leaves them as they are)")
 	fs.Var(userList{&w.CleanupUsers}, "cleanup-finalizer-users", "comma-separated users allowed to remove olmguard.io/cleanup during a cleanup: the controller's identity")
 	fs.BoolVar(&w.ConsistentSubscriptionReads, "consistent-subscription-reads", w.ConsistentSubscriptionReads, "list Subscriptions (an InstallPlan's owners, the Subscription and InstallPlan policies) with a consistent read, which finds every Subscription committed before the request on any apiserver; false reads the serving apiserver's watch cache, which is cheaper under bursts of plans but can miss a Subscription created a moment before (the controller then repairs the plan)")

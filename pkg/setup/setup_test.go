@@ -64,8 +64,12 @@ func startWebhook() (stop func() error, err error) {
 		switch p := o.Endpoints[i].Path; p {
 		case olmguard.MutateInstallPlansPath:
 			o.Endpoints[i].Handler = withoutLookupIn(noLookupNamespace, o.Endpoints[i].Handler)
-		case olmguard.ValidateOperatorGroupsPath, olmguard.ValidateSubscriptionsPath:
+		case olmguard.ValidateOperatorGroupsPath:
 			o.Endpoints[i].Handler = withOperatorGroupModes(p, o.Endpoints[i].Handler)
+		case olmguard.ValidateSubscriptionsPath:
+			o.Endpoints[i].Handler = withCatalogTrustModes(p, withOperatorGroupModes(p, o.Endpoints[i].Handler))
+		case olmguard.ValidateCatalogSourcesPath:
+			o.Endpoints[i].Handler = withCatalogTrustModes(p, o.Endpoints[i].Handler)
 		}
 	}
 	s, err := webhook.New(env.Config, o)

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -27,12 +28,16 @@ const (
 	operatorGroupsUnchecked = "OperatorGroup checks not done"
 )
 
-// SubscriptionHandler serves /validate/subscriptions: duplicate packages and mixed approval, and
-// on a create, whether the namespace has an OperatorGroup.
+// SubscriptionHandler serves /validate/subscriptions: duplicate packages and mixed approval; on a
+// create, whether the namespace has an OperatorGroup; on a create or a change of its catalog,
+// whether the catalog is trusted.
 type SubscriptionHandler struct {
 	Subscriptions admit.Subscriptions
 	// OperatorGroups, when set, is read on a create for the OperatorGroup guard.
 	OperatorGroups admit.OperatorGroups
+	// CatalogSources, when set, is read for catalog trust, which Trusted configures.
+	CatalogSources admit.CatalogSources
+	Trusted        TrustedCatalogs
 	Policies       Policies
 }
 
@@ -48,39 +53,137 @@ func (h *SubscriptionHandler) Handle(ctx context.Context, req admission.Request)
 	if err := decodeObject(req.Object.Raw, sub); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Subscription: %w", err))
 	}
+	if sub.Namespace == "" {
+		sub.Namespace = req.Namespace
+	}
+	checkOthers, checkCatalog := true, h.CatalogSources != nil && h.Policies.CatalogTrust.active()
 	if req.Operation == "UPDATE" {
 		old := &v1alpha1.Subscription{}
 		if err := decodeObject(req.OldObject.Raw, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old Subscription: %w", err))
 		}
-		if old.Spec.Package == sub.Spec.Package && approvalOf(old) == approvalOf(sub) {
-			return admission.Allowed("") // nothing the policies look at changed
+		if old.Namespace == "" {
+			old.Namespace = req.Namespace
 		}
+		checkOthers = old.Spec.Package != sub.Spec.Package || approvalOf(old) != approvalOf(sub)
+		checkCatalog = checkCatalog && (old.Spec.CatalogSource != sub.Spec.CatalogSource || SourceNamespace(old) != SourceNamespace(sub))
 	}
-	if sub.Namespace == "" {
-		sub.Namespace = req.Namespace
+	var violations []Violation
+	var failed []admission.Response
+	if checkOthers {
+		v, f := h.namespacePolicies(ctx, req, sub)
+		violations, failed = append(violations, v...), append(failed, f...)
 	}
+	if checkCatalog {
+		v, f := h.catalogPolicies(ctx, sub)
+		violations, failed = append(violations, v...), append(failed, f...)
+	}
+	return respondDespite(violations, failed...)
+}
+
+// namespacePolicies checks sub against the namespace's other Subscriptions and, on a create, its
+// OperatorGroups.
+func (h *SubscriptionHandler) namespacePolicies(ctx context.Context, req admission.Request, sub *v1alpha1.Subscription) ([]Violation, []admission.Response) {
 	others, err := h.Subscriptions.List(ctx, sub.Namespace, false)
 	if err != nil {
-		return admit.LookupFailed(ctx, SubscriptionsWebhook, "Subscriptions", "policies not checked", err)
+		return nil, []admission.Response{admit.LookupFailed(ctx, SubscriptionsWebhook, "Subscriptions", "policies not checked", err)}
 	}
 	violations := SubscriptionPolicies(h.Policies, sub, others)
 	if req.Operation != "CREATE" || h.OperatorGroups == nil || h.Policies.OperatorGroups == Off {
-		return Respond(violations)
+		return violations, nil
 	}
 	groups, err := h.OperatorGroups.List(ctx, sub.Namespace)
 	if err != nil {
-		return respondDespite(violations, admit.LookupFailed(ctx, SubscriptionsWebhook, "OperatorGroups", operatorGroupsUnchecked, err))
+		return violations, []admission.Response{admit.LookupFailed(ctx, SubscriptionsWebhook, "OperatorGroups", operatorGroupsUnchecked, err)}
 	}
-	return Respond(append(violations, SubscriptionWithoutOperatorGroup(h.Policies, sub, groups)...))
+	return append(violations, SubscriptionWithoutOperatorGroup(h.Policies, sub, groups)...), nil
 }
 
-// respondDespite answers violations found before a lookup failed, with the failure's warning:
+// catalogPolicies checks the catalog sub installs from; a trusted namespace needs no lookup.
+func (h *SubscriptionHandler) catalogPolicies(ctx context.Context, sub *v1alpha1.Subscription) ([]Violation, []admission.Response) {
+	ns := SourceNamespace(sub)
+	var catalog *Catalog
+	if !h.Trusted.NamespaceTrusted(ns) && sub.Spec.CatalogSource != "" {
+		cs, err := h.CatalogSources.Get(ctx, ns, sub.Spec.CatalogSource)
+		if err != nil {
+			return nil, []admission.Response{admit.LookupFailed(ctx, SubscriptionsWebhook, "CatalogSources", "catalog trust not checked", err)}
+		}
+		if cs != nil {
+			c := CatalogOf(cs)
+			catalog = &c
+		}
+	}
+	return SubscriptionCatalogPolicies(h.Policies, h.Trusted, sub, catalog), nil
+}
+
+// respondDespite answers violations found before a lookup failed, with the failures' warnings:
 // one failed lookup does not drop what the others found.
-func respondDespite(violations []Violation, failed admission.Response) admission.Response {
+func respondDespite(violations []Violation, failed ...admission.Response) admission.Response {
 	resp := Respond(violations)
-	resp.Warnings = append(resp.Warnings, failed.Warnings...)
+	for _, f := range failed {
+		resp.Warnings = append(resp.Warnings, f.Warnings...)
+	}
 	return resp
+}
+
+// CatalogSourceHandler serves /validate/catalogsources: catalog trust (OLM #3820).
+type CatalogSourceHandler struct {
+	Trusted  TrustedCatalogs
+	Policies Policies
+}
+
+// catalogSourceBody is what catalog trust reads of a CatalogSource: what it serves. Its status
+// is written through the status subresource, which is never sent.
+type catalogSourceBody struct {
+	Metadata *review.Meta `json:"metadata"`
+	Spec     struct {
+		SourceType v1alpha1.SourceType `json:"sourceType"`
+		Image      string              `json:"image"`
+		Address    string              `json:"address"`
+		ConfigMap  string              `json:"configMap"`
+	} `json:"spec"`
+}
+
+func decodeCatalogSource(raw []byte) (*catalogSourceBody, error) {
+	b := &catalogSourceBody{}
+	if err := review.Decode(raw, b); err != nil {
+		return nil, err
+	}
+	if b.Metadata == nil {
+		return nil, errors.New("object has no metadata")
+	}
+	return b, nil
+}
+
+// Handle answers one AdmissionReview.
+func (h *CatalogSourceHandler) Handle(_ context.Context, req admission.Request) admission.Response {
+	if req.Kind.Kind != olm.CatalogSourceKind || req.Kind.Group != olm.Group {
+		return admission.Allowed("not a CatalogSource")
+	}
+	if (req.Operation != "CREATE" && req.Operation != "UPDATE") || !h.Policies.CatalogTrust.active() {
+		return admission.Allowed("")
+	}
+	cs, err := decodeCatalogSource(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding CatalogSource: %w", err))
+	}
+	if req.Operation == "UPDATE" {
+		old, err := decodeCatalogSource(req.OldObject.Raw)
+		if err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old CatalogSource: %w", err))
+		}
+		if old.Spec == cs.Spec {
+			return admission.Allowed("") // what it serves is unchanged: OLM's and others' metadata writes
+		}
+	}
+	c := Catalog{Namespace: cs.Metadata.Namespace, Name: cs.Metadata.Name, SourceType: cs.Spec.SourceType, Image: cs.Spec.Image, Address: cs.Spec.Address}
+	if c.Namespace == "" {
+		c.Namespace = req.Namespace
+	}
+	if c.Name == "" {
+		c.Name = cs.Metadata.GenerateName + "<generated>"
+	}
+	return Respond(CatalogSourcePolicies(h.Policies, h.Trusted, c))
 }
 
 // OperatorGroupHandler serves /validate/operatorgroups: a second OperatorGroup in a namespace,

@@ -35,6 +35,9 @@ func (m *Mode) Set(s string) error {
 	return fmt.Errorf("invalid policy mode %q: want enforce, warn or off", s)
 }
 
+// active reports whether a policy in mode m runs at all (the zero Mode does not).
+func (m Mode) active() bool { return m == Enforce || m == Warn }
+
 // Policies are the modes of every policy, as the webhook's flags set them.
 type Policies struct {
 	// MixedApproval: a namespace mixing Manual and Automatic Subscriptions (OLM then makes every
@@ -55,14 +58,18 @@ type Policies struct {
 	// Approval: approving an InstallPlan that is not the newest of its Subscriptions, or one that
 	// also upgrades a Manual Subscription beside the Automatic ones it was resolved for.
 	Approval Mode
+	// CatalogTrust: a CatalogSource outside the trusted catalogs (TrustedCatalogs), and a
+	// Subscription installing from one (OLM #3820: OLM grants whatever such a catalog serves).
+	CatalogTrust Mode
 }
 
 // DefaultPolicies are the flag defaults: warn where OLM's own behaviour is only surprising,
 // enforce where a write would lose data or cleanup. OperatorGroups warns: a second OperatorGroup
 // stops installs in its namespace but deletes nothing, and is undone by deleting it; denying it
 // by default could break an installer that creates the new group before deleting the old one.
+// CatalogTrust is off: which catalogs to trust is the cluster's own decision.
 func DefaultPolicies() Policies {
-	return Policies{MixedApproval: Warn, DuplicatePackage: Warn, InstallPlanOwnerDrop: Enforce, CleanupFinalizer: Enforce, OperatorGroups: Warn, Approval: Warn}
+	return Policies{MixedApproval: Warn, DuplicatePackage: Warn, InstallPlanOwnerDrop: Enforce, CleanupFinalizer: Enforce, OperatorGroups: Warn, Approval: Warn, CatalogTrust: Off}
 }
 
 // Violation is one policy broken by a request.
@@ -105,5 +112,6 @@ func (p *Policies) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&p.InstallPlanOwnerDrop, "policy-installplan-owner-drop", "mode of the policy against InstallPlan updates that drop a live Subscription's ownerReference: enforce, warn or off")
 	fs.Var(&p.OperatorGroups, "policy-operatorgroups", "mode of the policy against a second OperatorGroup in a namespace: enforce, warn or off; its warnings on missing target namespaces and on Subscriptions without an OperatorGroup are never denials, and off turns them off too")
 	fs.Var(&p.Approval, "policy-approval", "mode of the policy against approving an InstallPlan that is not its Subscriptions' newest, or that also upgrades a Manual Subscription it was not approved for: enforce, warn or off")
+	fs.Var(&p.CatalogTrust, "policy-catalog-trust", "mode of the policy against CatalogSources outside the trusted catalog namespaces and registries, and Subscriptions installing from them (OLM #3820): enforce, warn or off")
 	fs.Var(&p.CleanupFinalizer, "policy-cleanup-finalizer", "mode of the policy against removing olmguard.io/cleanup while its cleanup is pending: enforce, warn or off")
 }

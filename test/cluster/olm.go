@@ -281,9 +281,32 @@ func (c *Cluster) olmKubeconfig(ctx context.Context, dir string) (string, error)
 // bundles maps each bundle image the catalog names to the bundle's directory (manifests/ and
 // metadata/): the image name is only a key, nothing is pulled.
 func (o *OLM) ServeCatalog(ctx context.Context, name, dir string, bundles map[string]string) error {
-	port, err := procs.FreePort()
+	address, err := o.StartCatalogServer(name, dir, bundles)
 	if err != nil {
 		return err
+	}
+	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: OLMNamespace, Name: name},
+		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Address: address, DisplayName: name}}
+	if err := o.c.Client.Create(ctx, cs); apierrors.IsAlreadyExists(err) {
+		// Served before, by an earlier OLM on this cluster (an OLM upgrade): point it at this opm.
+		patch := fmt.Appendf(nil, `{"spec":{"address":%q}}`, cs.Spec.Address)
+		err = o.c.Client.Patch(ctx, cs, client.RawPatch(types.MergePatchType, patch))
+		if err != nil {
+			return fmt.Errorf("pointing CatalogSource %s at opm: %w", name, err)
+		}
+	} else if err != nil {
+		return err
+	}
+	return o.CatalogReady(ctx, OLMNamespace, name)
+}
+
+// StartCatalogServer serves the file-based catalog in dir with opm on a loopback port until OLM
+// stops, and returns the address a CatalogSource's spec.address gives to reach it (OLM's
+// operators run on this host). bundles is as for ServeCatalog; name names opm's log.
+func (o *OLM) StartCatalogServer(name, dir string, bundles map[string]string) (string, error) {
+	port, err := procs.FreePort()
+	if err != nil {
+		return "", err
 	}
 	o.mu.Lock()
 	for image, d := range bundles {
@@ -295,32 +318,26 @@ func (o *OLM) ServeCatalog(ctx context.Context, name, dir string, bundles map[st
 	o.stop = func() { cancel(); prev() }
 	logf, err := os.Create(filepath.Join(o.logDir, "opm-"+name+".log"))
 	if err != nil {
-		return err
+		return "", err
 	}
 	cmd := exec.CommandContext(runCtx, o.Opm(), "serve", dir, "-p", fmt.Sprint(port), "--pprof-addr", "127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr, cmd.WaitDelay = logf, logf, 10*time.Second
 	cmd.SysProcAttr = diesWithParent()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("opm serve: %w", err)
+		return "", fmt.Errorf("opm serve: %w", err)
 	}
 	o.wg.Add(1)
 	go func() { defer o.wg.Done(); _ = cmd.Wait(); _ = logf.Close() }()
-	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: OLMNamespace, Name: name},
-		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Address: fmt.Sprintf("127.0.0.1:%d", port), DisplayName: name}}
-	if err := o.c.Client.Create(ctx, cs); apierrors.IsAlreadyExists(err) {
-		// Served before, by an earlier OLM on this cluster (an OLM upgrade): point it at this opm.
-		patch := fmt.Appendf(nil, `{"spec":{"address":%q}}`, cs.Spec.Address)
-		err = o.c.Client.Patch(ctx, cs, client.RawPatch(types.MergePatchType, patch))
-		if err != nil {
-			return fmt.Errorf("pointing CatalogSource %s at opm: %w", name, err)
-		}
-	} else if err != nil {
-		return err
-	}
+	return fmt.Sprintf("127.0.0.1:%d", port), nil
+}
+
+// CatalogReady waits up to two minutes until OLM reports CatalogSource namespace/name READY.
+func (o *OLM) CatalogReady(ctx context.Context, namespace, name string) error {
+	cs := &v1alpha1.CatalogSource{}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		state := ""
-		err := o.c.Client.Get(ctx, client.ObjectKeyFromObject(cs), cs)
+		err := o.c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cs)
 		if err == nil && cs.Status.ConnectionState != nil {
 			state = cs.Status.ConnectionState.LastObservedState
 		}
@@ -328,7 +345,7 @@ func (o *OLM) ServeCatalog(ctx context.Context, name, dir string, bundles map[st
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("CatalogSource %s not READY after 2m (state %q, %v); opm log: %s", name, state, err, filepath.Join(o.logDir, "opm-"+name+".log"))
+			return fmt.Errorf("CatalogSource %s/%s not READY after 2m (state %q, %v); opm logs in %s", namespace, name, state, err, o.logDir)
 		}
 		select {
 		case <-ctx.Done():

@@ -25,7 +25,22 @@ type Package struct {
 	// CleanupEnabled sets the CSVs' spec.cleanup.enabled: OLM's own opt-in for operand deletion
 	// on uninstall, which OLM never implemented and olmguard honours.
 	CleanupEnabled bool
+	// ClusterRules, when set, are the cluster-wide permissions its CSVs ask for
+	// (spec.install.spec.clusterPermissions) instead of every verb on its own Widgets.
+	ClusterRules []rbacv1.PolicyRule
 }
+
+// clusterRules are the rules of the CSVs' clusterPermissions.
+func (p Package) clusterRules() []rbacv1.PolicyRule {
+	if p.ClusterRules != nil {
+		return p.ClusterRules
+	}
+	return []rbacv1.PolicyRule{{APIGroups: []string{p.Group()}, Resources: []string{"widgets"}, Verbs: []string{"*"}}}
+}
+
+// ServiceAccount is the ServiceAccount of the operator's Deployment, which its permissions are
+// granted to.
+func (p Package) ServiceAccount() string { return p.Name + "-operator" }
 
 // CSVName is the CSV name of version v.
 func (p Package) CSVName(v string) string { return p.Name + ".v" + v }
@@ -48,7 +63,7 @@ func (p Package) SimBundle(i int) olmsim.Bundle {
 	v := p.Versions[i]
 	b := olmsim.Bundle{Package: p.Name, Channel: "stable", CSVName: p.CSVName(v), Version: v, Image: p.Image(v),
 		OwnedCRDs:          []v1alpha1.CRDDescription{{Name: p.CRDName(), Version: "v1", Kind: "Widget"}},
-		ClusterPermissions: []rbacv1.PolicyRule{{APIGroups: []string{p.Group()}, Resources: []string{"widgets"}, Verbs: []string{"*"}}},
+		ClusterPermissions: p.clusterRules(),
 		BundledClusterRole: p.BundledClusterRole(), CleanupEnabled: p.CleanupEnabled}
 	if i > 0 {
 		b.Replaces = p.CSVName(p.Versions[i-1])
@@ -108,13 +123,12 @@ func writeBundle(dir string, p Package, i int) error {
 			{"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": true}},
 		"customresourcedefinitions": map[string]any{"owned": []map[string]string{{"name": p.CRDName(), "version": "v1", "kind": "Widget"}}},
 		"install": map[string]any{"strategy": "deployment", "spec": map[string]any{
-			"clusterPermissions": []map[string]any{{"serviceAccountName": p.Name + "-operator", "rules": []map[string]any{
-				{"apiGroups": []string{p.Group()}, "resources": []string{"widgets"}, "verbs": []string{"*"}}}}},
+			"clusterPermissions": []map[string]any{{"serviceAccountName": p.ServiceAccount(), "rules": p.clusterRules()}},
 			"deployments": []map[string]any{{"name": p.Name + "-operator", "spec": map[string]any{
 				"replicas": 1,
 				"selector": map[string]any{"matchLabels": map[string]string{"app": p.Name}},
 				"template": map[string]any{"metadata": map[string]any{"labels": map[string]string{"app": p.Name}},
-					"spec": map[string]any{"serviceAccountName": p.Name + "-operator",
+					"spec": map[string]any{"serviceAccountName": p.ServiceAccount(),
 						"containers": []map[string]any{{"name": "operator", "image": "olmguard.test/" + p.Name + ":v" + v}}}},
 			}}},
 		}},

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
@@ -394,4 +396,102 @@ func (u *UpgradeCluster) InstallZeta(ctx context.Context, prefix string) (string
 		return "", err
 	}
 	return ns, u.C.Client.Create(ctx, NewSubscription(ns, Zeta.Name, Zeta, v1alpha1.ApprovalAutomatic, ""))
+}
+
+// The tenant of the catalog trust scenario (OLM #3820): a user who may write CatalogSources and
+// Subscriptions in one namespace and nothing cluster-wide.
+const TenantUser = "tenant-developer"
+
+// TenantCatalog is the CatalogSource the tenant serves in its own namespace.
+const TenantCatalog = "tenant-catalog"
+
+// Kappa and Lambda are served only by the tenant's catalog. Their CSVs ask for what an operator
+// asking for too much asks: reading every Secret of the cluster (clusterPermissions).
+var (
+	secretsEverywhere = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}}
+	Kappa             = Package{Name: "kappa", Versions: []string{"1.0.0"}, ClusterRules: secretsEverywhere}
+	Lambda            = Package{Name: "lambda", Versions: []string{"1.0.0"}, ClusterRules: secretsEverywhere}
+)
+
+// TenantClient returns a client acting as TenantUser, who is bound in ns to a Role that may
+// create CatalogSources and Subscriptions there (as a cluster delegating catalogs to its teams
+// grants; OLM's own aggregated roles give namespace admins Subscriptions but not CatalogSources).
+func TenantClient(ctx context.Context, c *cluster.Cluster, ns string) (client.Client, error) {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-tenant"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"operators.coreos.com"}, Resources: []string{"catalogsources", "subscriptions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{"operators.coreos.com"}, Resources: []string{"operatorgroups", "installplans", "clusterserviceversions"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "operator-tenant"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: TenantUser}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := c.Client.Create(ctx, o); err != nil {
+			return nil, err
+		}
+	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: TenantUser}
+	return client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
+}
+
+// NewTenantCatalog is the CatalogSource TenantCatalog in ns, served from address.
+func NewTenantCatalog(ns, address string) *v1alpha1.CatalogSource {
+	return &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: TenantCatalog},
+		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Address: address, DisplayName: "a tenant's own catalog"}}
+}
+
+// NewTenantSubscription is a Subscription in ns to pkg from the catalog sourceNS/TenantCatalog.
+func NewTenantSubscription(ns, sourceNS string, pkg Package) *v1alpha1.Subscription {
+	s := NewSubscription(ns, pkg.Name, pkg, v1alpha1.ApprovalAutomatic, "")
+	s.Spec.CatalogSource, s.Spec.CatalogSourceNamespace = TenantCatalog, sourceNS
+	return s
+}
+
+// Grant is a ClusterRole OLM created for a CSV's clusterPermissions and the ClusterRoleBinding
+// binding it to the operator's ServiceAccount.
+type Grant struct {
+	Role    rbacv1.ClusterRole
+	Binding rbacv1.ClusterRoleBinding
+}
+
+// ClusterGrants returns what OLM granted cluster-wide for CSV csv in ns: the ClusterRoles it
+// labels as the CSV's (olm.owner, olm.owner.namespace) with a ClusterRoleBinding to the
+// ServiceAccount sa of ns.
+func ClusterGrants(ctx context.Context, c client.Client, ns, csv, sa string) ([]Grant, error) {
+	owned := client.MatchingLabels{"olm.owner": csv, "olm.owner.namespace": ns}
+	roles, bindings := &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}
+	if err := c.List(ctx, roles, owned); err != nil {
+		return nil, err
+	}
+	if err := c.List(ctx, bindings, owned); err != nil {
+		return nil, err
+	}
+	var out []Grant
+	for _, r := range roles.Items {
+		for _, b := range bindings.Items {
+			if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != r.Name {
+				continue
+			}
+			for _, s := range b.Subjects {
+				if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == ns && s.Name == sa {
+					out = append(out, Grant{Role: r, Binding: b})
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// CanListSecretsIn reports whether ServiceAccount ns/sa may list the Secrets of namespace other,
+// as the apiserver's authorizer answers.
+func CanListSecretsIn(ctx context.Context, c *cluster.Cluster, ns, sa, other string) (bool, error) {
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + ns + ":" + sa,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: other, Verb: "list", Resource: "secrets"}}}
+	got, err := c.Clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return got.Status.Allowed, nil
 }
