@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -194,4 +195,63 @@ func doctorFinding(ctx context.Context, bin, kubeconfig, ns, check string) (doct
 		}
 	}
 	return doctor.Finding{}, fmt.Errorf("kubectl olmguard doctor -n %s reported no %s: %+v", ns, check, report.Findings)
+}
+
+// tenantCatalog is the catalog a tenant serves in its namespace (OLM #3820), started once per demo.
+type tenantCatalog struct{ address string }
+
+func startTenantCatalog(o *cluster.OLM) (*tenantCatalog, error) {
+	dir, images, err := realolm.WriteCatalog(filepath.Join(o.Dir(), "tenant-catalog"), realolm.Kappa)
+	if err != nil {
+		return nil, err
+	}
+	address, err := o.StartCatalogServer(realolm.TenantCatalog, dir, images)
+	return &tenantCatalog{address: address}, err
+}
+
+// realCatalogTrust: a tenant who may write CatalogSources and Subscriptions in its own namespace,
+// and nothing cluster-wide, serves its own catalog and subscribes to an operator whose CSV asks to
+// read every Secret; OLM grants it (OLM #3820). With olmguard the guarded phase runs
+// --policy-catalog-trust=enforce (off by default).
+func (d *demo) realCatalogTrust(ctx context.Context, c *cluster.Cluster, o *cluster.OLM, tc *tenantCatalog, mode string) (string, error) {
+	done := d.step("catalog trust: a tenant serves its own catalog in its namespace and subscribes to an operator that reads every Secret")
+	ns, err := realolm.OperatorNamespace(ctx, c.Client, "demo-tenant-"+mode)
+	if err != nil {
+		return "", err
+	}
+	tenant, err := realolm.TenantClient(ctx, c, ns)
+	if err != nil {
+		return "", err
+	}
+	if err := tenant.Create(ctx, realolm.NewTenantCatalog(ns, tc.address)); err != nil {
+		done()
+		if !apierrors.IsForbidden(err) {
+			return "", err
+		}
+		res := "tenant's CatalogSource denied (--policy-catalog-trust=enforce; off by default)"
+		fmt.Fprintf(d.out, "    %s\n    %v\n", res, err)
+		return res, nil
+	}
+	csvName := realolm.Kappa.CSVName("1.0.0")
+	err = o.CatalogReady(ctx, ns, realolm.TenantCatalog)
+	if err == nil {
+		err = tenant.Create(ctx, realolm.NewTenantSubscription(ns, ns, realolm.Kappa))
+	}
+	if err == nil {
+		err = realolm.CSVSucceeded(ctx, c.Client, ns, csvName)
+	}
+	if err != nil {
+		return "", err
+	}
+	can, err := realolm.CanListSecretsIn(ctx, c, ns, realolm.Kappa.ServiceAccount(), "kube-system")
+	done()
+	if err != nil {
+		return "", err
+	}
+	res := "tenant's operator installed, its ServiceAccount granted no Secrets"
+	if can {
+		res = "tenant's operator installed: OLM bound it a ClusterRole reading every Secret"
+	}
+	fmt.Fprintf(d.out, "    %s\n", res)
+	return res, nil
 }

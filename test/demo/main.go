@@ -211,7 +211,7 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5, simOnly 
 		{"F5 catalog pod stuck on NotReady node", "#3208", simulated, f5, f5Guarded},
 	}...)
 	if real {
-		d.rows = append(d.rows, rows.approval, rows.operatorGroup, rows.orphan, rows.unpackRetry)
+		d.rows = append(d.rows, rows.approval, rows.operatorGroup, rows.orphan, rows.unpackRetry, rows.catalogTrust)
 	}
 	fmt.Fprintf(out, "\nSummary (total %s):\n\n", time.Since(d.start).Round(time.Second))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)

@@ -19,7 +19,7 @@ import (
 )
 
 // realRows are the rows replayed on OLM's own binaries.
-type realRows struct{ f1, f3, f4, approval, operatorGroup, orphan, unpackRetry row }
+type realRows struct{ f1, f3, f4, approval, operatorGroup, orphan, unpackRetry, catalogTrust row }
 
 // realOLMAvailable says why the real-OLM rows cannot run, or nil: they need OLM's binaries and
 // CRDs from ../shared (see ../shared/olm/README).
@@ -32,13 +32,13 @@ func realOLMAvailable() error {
 	return realolm.UseOLMCRDs()
 }
 
-// runOlmguard starts olmguard's webhook and controller (with controllerFlags) against c; stop
-// undoes it.
-func runOlmguard(ctx context.Context, bin string, c *cluster.Cluster, controllerFlags ...string) (stop func(), err error) {
+// runOlmguard starts olmguard's webhook (with webhookFlags) and controller (with controllerFlags)
+// against c; stop undoes it.
+func runOlmguard(ctx context.Context, bin string, c *cluster.Cluster, webhookFlags, controllerFlags []string) (stop func(), err error) {
 	if err := c.CreateNamespace(ctx, olmguard.DefaultNamespace); err != nil {
 		return nil, err
 	}
-	wh, err := procs.StartWebhook(bin, c.Kubeconfig)
+	wh, err := procs.StartWebhook(bin, c.Kubeconfig, webhookFlags...)
 	if err != nil {
 		return nil, err
 	}
@@ -65,25 +65,30 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 		return rows, err
 	}
 	defer c.Stop()
-	if _, err := realolm.StartOLM(ctx, c, realolm.Version, realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta); err != nil {
+	o, err := realolm.StartOLM(ctx, c, realolm.Version, realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta)
+	if err != nil {
+		return rows, err
+	}
+	tc, err := startTenantCatalog(o)
+	if err != nil {
 		return rows, err
 	}
 	done()
 
 	fmt.Fprintf(d.out, "\n--- stock OLM %s ---\n", realolm.Version)
-	stock, err := d.realReplays(ctx, c, bin, "stock", realolm.Gamma)
+	stock, err := d.realReplays(ctx, c, o, tc, bin, "stock", realolm.Gamma)
 	if err != nil {
 		return rows, err
 	}
 	fmt.Fprintf(d.out, "\n--- OLM %s with olmguard ---\n", realolm.Version)
-	done = d.step("starting olmguard's webhook and controller")
-	stop, err := runOlmguard(ctx, bin, c)
+	done = d.step("starting olmguard's webhook (default modes, but --policy-catalog-trust=enforce) and controller")
+	stop, err := runOlmguard(ctx, bin, c, []string{"--policy-catalog-trust=enforce"}, nil)
 	if err != nil {
 		return rows, err
 	}
 	defer stop()
 	done()
-	guarded, err := d.realReplays(ctx, c, bin, "guarded", realolm.Delta)
+	guarded, err := d.realReplays(ctx, c, o, tc, bin, "guarded", realolm.Delta)
 	if err != nil {
 		return rows, err
 	}
@@ -102,16 +107,17 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	rows.approval = row{"approving one plan upgrades a Manual operator", "#1859", real, stock.approval, guarded.approval}
 	rows.operatorGroup = row{"a second OperatorGroup stops installs", "#669", real, stock.operatorGroup, guarded.operatorGroup}
 	rows.unpackRetry = row{"failed bundle unpack never retried", "#2265", "OLM " + realolm.OLMAfter, retryStock, retryGuarded}
+	rows.catalogTrust = row{"a tenant's catalog gets cluster-wide rights", "#3820", real, stock.catalogTrust, guarded.catalogTrust}
 	rows.orphan = row{"an orphan CSV blocks resolution", "#2201", real, stock.orphan, guarded.orphan}
 	return rows, nil
 }
 
 // realOutcomes are the outcomes, in one mode, of the replays on the shared real-OLM cluster.
-type realOutcomes struct{ f1, f3, approval, operatorGroup, orphan string }
+type realOutcomes struct{ f1, f3, approval, operatorGroup, orphan, catalogTrust string }
 
 // realReplays replays, in mode, F1, F3 (installing and uninstalling f3), the approval, the second
-// OperatorGroup and the orphan CSV on c.
-func (d *demo) realReplays(ctx context.Context, c *cluster.Cluster, bin, mode string, f3 realolm.Package) (o realOutcomes, err error) {
+// OperatorGroup, the orphan CSV and the tenant's catalog on c.
+func (d *demo) realReplays(ctx context.Context, c *cluster.Cluster, olm *cluster.OLM, tc *tenantCatalog, bin, mode string, f3 realolm.Package) (o realOutcomes, err error) {
 	if o.f1, err = d.realF1(ctx, c, mode, realF1Namespaces); err != nil {
 		return o, err
 	}
@@ -124,7 +130,10 @@ func (d *demo) realReplays(ctx context.Context, c *cluster.Cluster, bin, mode st
 	if o.operatorGroup, err = d.realOperatorGroup(ctx, c, mode); err != nil {
 		return o, err
 	}
-	o.orphan, err = d.realOrphanCSV(ctx, c, bin, mode)
+	if o.orphan, err = d.realOrphanCSV(ctx, c, bin, mode); err != nil {
+		return o, err
+	}
+	o.catalogTrust, err = d.realCatalogTrust(ctx, c, olm, tc, mode)
 	return o, err
 }
 
@@ -222,7 +231,7 @@ func (d *demo) realF4(ctx context.Context, bin string) (stock, guarded string, e
 	fmt.Fprintf(d.out, "    stock: %s\n", stock)
 
 	done = d.step("F4: starting olmguard on that cluster")
-	stop, err := runOlmguard(ctx, bin, u.C)
+	stop, err := runOlmguard(ctx, bin, u.C, nil, nil)
 	if err != nil {
 		return "", "", err
 	}
@@ -266,7 +275,7 @@ func (d *demo) realUnpackRetry(ctx context.Context, bin string) (stock, guarded 
 	fmt.Fprintf(d.out, "    stock: %s\n", stock)
 
 	done = d.step("unpack retry: starting olmguard with --unpack-retry-failed --unpack-retry-failed-after=30s")
-	stop, err := runOlmguard(ctx, bin, u.C, "--unpack-retry-failed", "--unpack-retry-failed-after=30s")
+	stop, err := runOlmguard(ctx, bin, u.C, nil, []string{"--unpack-retry-failed", "--unpack-retry-failed-after=30s"})
 	if err != nil {
 		return "", "", err
 	}
