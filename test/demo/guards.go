@@ -162,7 +162,14 @@ func (d *demo) realOrphanCSV(ctx context.Context, c *cluster.Cluster, bin, mode 
 	}
 	fmt.Fprintf(d.out, "    doctor: %s\n    fix: %s\n", f.Problem, f.Fix)
 	fixed := time.Now()
-	if err := c.Client.Delete(ctx, &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: csvName}}); err != nil {
+	orphan := &v1alpha1.ClusterServiceVersion{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: csvName}, orphan); err != nil {
+		return "", err
+	}
+	if err := c.Client.Delete(ctx, orphan); err != nil {
+		return "", err
+	}
+	if err := realolm.Gone(ctx, c.Client, orphan); err != nil {
 		return "", err
 	}
 	if err := realolm.Resync(ctx, c.Client, again); err != nil {

@@ -261,7 +261,7 @@ func succeeded(ctx context.Context, c client.Client, ns, name string) bool {
 // --unpack-retry-failed (off by default).
 func (d *demo) realUnpackRetry(ctx context.Context, bin string) (stock, guarded string, err error) {
 	done := d.step("unpack retry: a fourth cluster with OLM %s; a bundle unpack Job fails (DeadlineExceeded), then its cause goes away", realolm.OLMAfter)
-	u, err := realolm.StartUnpackFailure(ctx, "olmguard-demo-unpack")
+	u, err := realolm.StartUnpackFailure(ctx, "olmguard-demo-unpack", io.Discard)
 	if err != nil {
 		return "", "", err
 	}

@@ -119,6 +119,21 @@ func ResolutionFailed(ctx context.Context, c client.Client, sub *v1alpha1.Subscr
 	return nil
 }
 
+// Gone waits until obj (by UID) no longer exists: a deleted CSV with olmguard's finalizer stays
+// until its cleanup is done.
+func Gone(ctx context.Context, c client.Client, obj client.Object) error {
+	uid := obj.GetUID()
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
+		now := obj.DeepCopyObject().(client.Object)
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), now)
+		return apierrors.IsNotFound(err) || (err == nil && now.GetUID() != uid), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("%s %s/%s never went: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
 // Resync touches sub's olmguard resync annotation: any change of a Subscription makes OLM
 // resolve its namespace again.
 func Resync(ctx context.Context, c client.Client, sub *v1alpha1.Subscription) error {

@@ -3,6 +3,7 @@ package realolm
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -34,10 +35,10 @@ type UnpackFailure struct {
 // CSV is the CSV the Subscription installs once the bundle unpacks.
 func (u *UnpackFailure) CSV() string { return Zeta.CSVName("1.0.0") }
 
-// StartUnpackFailure starts cluster name with OLM v0.28 and produces the failure. The caller
-// stops u.C.
-func StartUnpackFailure(ctx context.Context, name string) (*UnpackFailure, error) {
-	c, err := cluster.Start(ctx, cluster.Options{Name: name, Nodes: 1})
+// StartUnpackFailure starts cluster name (its progress to log; nil: stderr) with OLM v0.28 and
+// produces the failure. The caller stops u.C.
+func StartUnpackFailure(ctx context.Context, name string, log io.Writer) (*UnpackFailure, error) {
+	c, err := cluster.Start(ctx, cluster.Options{Name: name, Nodes: 1, Log: log})
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ func TestUnpackRetryFailed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	u := must(StartUnpackFailure(ctx, fmt.Sprintf("olmguard-realolm-%d-retry", os.Getpid())))(t)
+	u := must(StartUnpackFailure(ctx, fmt.Sprintf("olmguard-realolm-%d-retry", os.Getpid()), nil))(t)
 	t.Cleanup(func() { _ = u.C.Stop() })
 	c, o, ns, key, failed, cm := u.C, u.OLM, u.Namespace, u.JobKey(), u.Job, u.ConfigMap
 	if err := u.StillStuck(ctx, stockStuckFor); err != nil {
