@@ -629,3 +629,24 @@ func TestPackage(t *testing.T) {
 		t.Errorf("image %s", img)
 	}
 }
+
+// TestKustomizeApplyOrder: kubectl apply -k keeps the generated files' order, so each overlay
+// creates the namespace before anything in it and registers the webhooks after the Deployments.
+func TestKustomizeApplyOrder(t *testing.T) {
+	for _, overlay := range manifests.Overlays {
+		objs, err := manifests.Objects(overlay, "", "servicemonitor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if objs[0].GetKind() != "Namespace" {
+			t.Errorf("%s: the first object is %s %s, not the Namespace", overlay, objs[0].GetKind(), objs[0].GetName())
+		}
+		lastDeployment := slices.IndexFunc(objs, func(o *unstructured.Unstructured) bool {
+			return o.GetName() == "olmguard-controller" && o.GetKind() == "Deployment"
+		})
+		firstWebhooks := slices.IndexFunc(objs, func(o *unstructured.Unstructured) bool { return strings.HasSuffix(o.GetKind(), "WebhookConfiguration") })
+		if lastDeployment < 0 || firstWebhooks < lastDeployment {
+			t.Errorf("%s: webhook configurations at %d, before the controller's Deployment at %d", overlay, firstWebhooks, lastDeployment)
+		}
+	}
+}

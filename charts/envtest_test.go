@@ -172,4 +172,3 @@ func installServiceMonitorCRD(t *testing.T, env *testenv.Env) {
 		t.Fatal(err)
 	}
 }
-

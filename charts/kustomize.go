@@ -167,6 +167,26 @@ func render(ch *chart.Chart, vals map[string]any) (*rendered, error) {
 	return r, nil
 }
 
+// baseOrder is the order of the base's files, which kustomize keeps (neither kubectl apply -k nor
+// manifests.Render reorders): the namespace before what it holds, identities and permissions before
+// the Deployments that use them, the webhook configurations last. Other templates come after
+// these, by name.
+var baseOrder = []string{"namespace.yaml", "webhook-rbac.yaml", "controller-rbac.yaml", "self-signed-rbac.yaml",
+	"webhook.yaml", "controller.yaml", "networkpolicy.yaml", "webhook-configurations.yaml"}
+
+func applyOrder(a, b string) int {
+	rank := func(name string) int {
+		if i := slices.Index(baseOrder, name); i >= 0 {
+			return i
+		}
+		return len(baseOrder)
+	}
+	if c := rank(a) - rank(b); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
 func key(o *unstructured.Unstructured) string {
 	gvk := o.GroupVersionKind()
 	return gvk.Group + "/" + gvk.Kind + "/" + o.GetNamespace() + "/" + o.GetName()
@@ -181,7 +201,7 @@ func generateKustomize(ch *chart.Chart, out map[string][]byte) error {
 	if err != nil {
 		return err
 	}
-	names := slices.Sorted(maps.Keys(base.templates))
+	names := slices.SortedFunc(maps.Keys(base.templates), applyOrder)
 	for _, name := range names {
 		out[path.Join(ManifestsDir, "base", name)] = []byte(generatedHeader(path.Join(Dir, "templates", name)+" (default values)") + base.templates[name])
 	}

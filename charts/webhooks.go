@@ -127,4 +127,3 @@ func templateMarks(doc string, hooks int) (string, error) {
 	}
 	return strings.Join(out, "\n") + "\n", nil
 }
-
