@@ -22,7 +22,8 @@ build:
 ## dist: the release artifacts in dist/: the binaries for linux and darwin on amd64 and arm64
 ## stamped with VERSION and COMMIT, the kubectl plugin's archives and krew manifest
 ## (dist/krew/olmguard.yaml), the image archives for linux/amd64 and linux/arm64, the rendered
-## manifests, and SHA256SUMS. PLATFORMS=linux/amd64 builds one platform only.
+## manifests, the packaged Helm chart (dist/olmguard-<version without v>.tgz), and SHA256SUMS.
+## PLATFORMS=linux/amd64 builds one platform only.
 .PHONY: dist
 dist:
 	$(GO) run ./hack/dist -o dist -version $(VERSION) -commit $(COMMIT) $(if $(PLATFORMS),-platforms $(PLATFORMS))
@@ -35,7 +36,10 @@ binaries:
 generate: manifests
 	$(GO) tool controller-gen object paths=./pkg/olm/... crd:crdVersions=v1 output:crd:dir=./pkg/olm/crds
 
-## manifests: regenerate manifests/base/webhook-configurations.yaml from registration.Build.
+## manifests: regenerate from their sources (charts.Generate): the Helm chart's webhook
+## configurations (charts/olmguard/templates/webhook-configurations.yaml) from pkg/setup's admission
+## table, then the kustomize tree (manifests/base, overlays, components) from the chart. The chart is
+## the source of truth; a test (charts TestSync) fails when the two differ.
 .PHONY: manifests
 manifests:
 	$(GO) run ./hack/manifests generate

@@ -1,6 +1,7 @@
 // Package manifests holds olmguard's kustomize manifests (base, overlays, components) and renders
 // them in process, as `kubectl apply -k` would: `make deploy` and the manifest tests use it, so
-// neither needs a kustomize binary.
+// neither needs a kustomize binary. The YAML is generated from the Helm chart (charts/olmguard)
+// by `make manifests`; edit the chart, not these files.
 package manifests
 
 import (
@@ -31,12 +32,18 @@ const DefaultImage = "ghcr.io/olmguard/olmguard:v0.1.0"
 // Render builds an overlay and returns its YAML. image, when not empty, replaces DefaultImage.
 // components are extra kustomize components (e.g. "servicemonitor") added to the overlay.
 func Render(overlay, image string, components ...string) ([]byte, error) {
+	return RenderFS(files, overlay, image, components...)
+}
+
+// RenderFS is Render of the kustomize tree (base, overlays, components) at the root of files,
+// e.g. a checkout's manifests directory.
+func RenderFS(files fs.FS, overlay, image string, components ...string) ([]byte, error) {
 	mem := filesys.MakeFsInMemory()
 	err := fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
 			return err
 		}
-		b, err := files.ReadFile(p)
+		b, err := fs.ReadFile(files, p)
 		if err != nil {
 			return err
 		}

@@ -48,7 +48,7 @@ var Foundation = []Pattern{"pkg/olm/...", "pkg/olmguard", "pkg/review", "pkg/met
 // Knowledge are the packages that hold one failure class each, as pure functions and types.
 var Knowledge = []Pattern{"pkg/owners", "pkg/drift", "pkg/cleanup", "pkg/unpack", "pkg/catalog"}
 
-var everything = []Pattern{"pkg/...", "internal/...", "certs/...", "cmd/...", "test/...", "hack/...", "manifests/..."}
+var everything = []Pattern{"pkg/...", "internal/...", "certs/...", "cmd/...", "test/...", "hack/...", "manifests/...", "charts/..."}
 
 // Rules are olmguard's import rules.
 var Rules = []Rule{
@@ -68,6 +68,8 @@ var Rules = []Rule{
 		Why:  "admission handlers stand apart from the controller, the tools and the server"},
 	{From: []Pattern{"pkg/...", "internal/...", "certs/...", "cmd/..."}, Deny: []Pattern{"test/..."},
 		Why: "product code never links the test harness"},
+	{From: []Pattern{"cmd/...", "pkg/...", "certs/...", "manifests/..."}, Transitive: true, Deny: []Pattern{"charts/..."},
+		Why: "the binaries do not link the Helm SDK: only make manifests, make dist and the tests render the chart"},
 }
 
 // Violation is one forbidden import.

@@ -58,6 +58,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"plugin links the controller", "pkg/owners", "pkg/controller", "cmd/kubectl-olmguard imports pkg/controller (via pkg/doctor -> pkg/owners)"},
 		{"handler imports the server", "pkg/mutate", "pkg/webhook", "pkg/mutate imports pkg/webhook"},
 		{"product code imports the harness", "pkg/setup", "test/testenv", "pkg/setup imports test/testenv"},
+		{"a binary links the Helm SDK", "pkg/setup", "charts", "cmd/controller imports charts (via pkg/setup)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := map[string][]string{}

@@ -1,7 +1,7 @@
 // Package release builds olmguard's release artifacts (`make dist`): the three binaries for every
 // platform, stamped with the version and commit; the kubectl plugin's archives and the krew plugin
-// manifest that points at them; the container image archives; the rendered manifests; and
-// SHA256SUMS over all of it.
+// manifest that points at them; the container image archives; the rendered manifests; the
+// packaged Helm chart; and SHA256SUMS over all of it.
 package release
 
 import (
@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/olmguard/olmguard/charts"
 	"github.com/olmguard/olmguard/internal/image"
 	"github.com/olmguard/olmguard/manifests"
 )
@@ -52,7 +53,7 @@ type Options struct {
 	Version   string     // the release version, a semantic version with a v: v0.2.0
 	Commit    string     // the commit built
 	Platforms []Platform // default Platforms
-	// ImageRepo is the image repository the manifests name, tagged with Version.
+	// ImageRepo is the image repository the manifests and the chart name, tagged with Version.
 	ImageRepo string
 	// DownloadURL is where the release's files are published; the krew manifest's URIs are
 	// DownloadURL/<archive>.
@@ -138,6 +139,12 @@ func Build(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	fmt.Fprintln(o.Log, "packaging the Helm chart")
+	if p, err := charts.Package(o.Out, o.Version, o.ImageRepo); err != nil {
+		return fmt.Errorf("helm chart: %w", err)
+	} else if filepath.Base(p) != ChartArchive(o.Version) {
+		return fmt.Errorf("helm chart written as %s, want %s", p, ChartArchive(o.Version))
+	}
 	krew, err := KrewManifest(o.Version, o.DownloadURL, pluginSums)
 	if err != nil {
 		return err
@@ -147,6 +154,11 @@ func Build(ctx context.Context, o Options) error {
 	}
 	fmt.Fprintln(o.Log, "writing SHA256SUMS")
 	return WriteChecksums(o.Out)
+}
+
+// ChartArchive is the name of the packaged Helm chart of version (Helm's: no "v").
+func ChartArchive(version string) string {
+	return charts.Name + "-" + strings.TrimPrefix(version, "v") + ".tgz"
 }
 
 // PluginArchive is the name of the kubectl plugin's archive for p.

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"sigs.k8s.io/yaml"
 
+	"github.com/olmguard/olmguard/charts"
 	"github.com/olmguard/olmguard/test/testbin"
 )
 
@@ -78,7 +80,7 @@ func TestBuild(t *testing.T) {
 	for _, want := range []string{
 		"bin/" + host.OS + "-" + host.Arch + "/controller", "bin/" + host.OS + "-" + host.Arch + "/webhook",
 		"bin/" + host.OS + "-" + host.Arch + "/" + Plugin, PluginArchive(o.Version, host), "krew/olmguard.yaml",
-		"manifests/olmguard-self-signed.yaml", "manifests/olmguard-cert-manager.yaml",
+		"manifests/olmguard-self-signed.yaml", "manifests/olmguard-cert-manager.yaml", ChartArchive(o.Version),
 	} {
 		if _, ok := sums[want]; !ok {
 			t.Errorf("SHA256SUMS does not list %s", want)
@@ -127,6 +129,16 @@ func TestBuild(t *testing.T) {
 	m, err := os.ReadFile(filepath.Join(o.Out, "manifests", "olmguard-self-signed.yaml"))
 	if err != nil || !strings.Contains(string(m), "image: ghcr.io/olmguard/olmguard:v9.9.9-test.1") {
 		t.Errorf("the rendered manifests do not name the release's image (%v)", err)
+	}
+
+	ch, err := loader.Load(filepath.Join(o.Out, ChartArchive(o.Version)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := charts.Render(ch, charts.Options{})
+	if err != nil || ch.Metadata.Version != "9.9.9-test.1" || ch.Metadata.AppVersion != o.Version ||
+		!strings.Contains(string(c), "image: ghcr.io/olmguard/olmguard:v9.9.9-test.1") {
+		t.Errorf("the packaged chart %+v does not render the release's image (%v)", ch.Metadata, err)
 	}
 }
 
