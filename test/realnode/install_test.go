@@ -294,6 +294,7 @@ func TestInstallSelfSigned(t *testing.T) {
 	})
 
 	t.Run("cert-manager overlay", func(t *testing.T) { testCertManagerOverlay(t, c, n, kubectl, sim, cat) })
+	t.Run("helm install", func(t *testing.T) { testHelmInstall(t, c, n, sim, cat) })
 }
 
 // checkReplays3199 replays #3199 three times in namespaces prefix-<i>: each plan, as its create
@@ -315,7 +316,6 @@ func checkReplays3199(t *testing.T, sim *olmsim.Sim, cat *olmsim.Catalog, prefix
 // delete --ignore-not-found -k of the overlay it was installed from): nothing of olmguard is left
 // and no CSV keeps its finalizer.
 func checkUninstall(t *testing.T, c *cluster.Cluster, kubectl, overlay string) {
-	ctx := context.Background()
 	root, err := testbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -331,6 +331,14 @@ func checkUninstall(t *testing.T, c *cluster.Cluster, kubectl, overlay string) {
 			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+	checkNothingLeft(t, c)
+}
+
+// checkNothingLeft waits until nothing of olmguard is left (its namespace, its cluster-scoped
+// objects) and checks no CSV keeps its finalizer.
+func checkNothingLeft(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
 	testenv.Eventually(t, "nothing of olmguard left", func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKey{Name: olmguard.DefaultNamespace}, &corev1.Namespace{})
 		if !apierrors.IsNotFound(err) {
