@@ -201,6 +201,8 @@ func checkWebhookConfigurations(t *testing.T, overlay string, objs []*unstructur
 		{"clusterserviceversions.mutate.olmguard.io", "operators.coreos.com/clusterserviceversions", "CREATE,UPDATE"},
 		{"jobs.mutate.olmguard.io", "batch/jobs", "CREATE"},
 		{"subscriptions.validate.olmguard.io", "operators.coreos.com/subscriptions", "CREATE,UPDATE"},
+		// Catalog trust (issue 20, newer than DESIGN.md): CatalogSources as they are written.
+		{"catalogsources.validate.olmguard.io", "operators.coreos.com/catalogsources", "CREATE,UPDATE"},
 		{"operatorgroups.validate.olmguard.io", "operators.coreos.com/operatorgroups", "CREATE,UPDATE"},
 		{"installplans.validate.olmguard.io", "operators.coreos.com/installplans", "UPDATE"},
 		{"clusterserviceversions.validate.olmguard.io", "operators.coreos.com/clusterserviceversions", "UPDATE"},
