@@ -145,6 +145,9 @@ type catalogSourceBody struct {
 }
 
 func decodeCatalogSource(raw []byte) (*catalogSourceBody, error) {
+	if _, err := review.DecodeMeta(raw); err != nil { // the same clear errors as every handler's
+		return nil, err
+	}
 	b := &catalogSourceBody{}
 	if err := review.Decode(raw, b); err != nil {
 		return nil, err

@@ -50,6 +50,9 @@ const (
 	// reviewBodyLimit is controller-runtime's limit on an admission body: two objects of the
 	// apiserver's 3 MiB and the rest of the review.
 	reviewBodyLimit = 7 << 20
+	// untrustedNS holds the CatalogSource sent to /validate/catalogsources: a namespace the
+	// test's webhook does not trust (reviews are sent directly, so it need not exist).
+	untrustedNS = "olmguard-untrusted"
 	// reviewPadUnit fills big objects; it needs JSON escapes and holds brackets, as descriptions do.
 	reviewPadUnit = `An operator's "description" with {braces}, [brackets], a \ backslash and é. `
 )
@@ -179,6 +182,12 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 			"metadata": map[string]any{"name": "probe-og", "namespace": ns, "annotations": map[string]any{"notes": pad}},
 			"spec":     map[string]any{"targetNamespaces": []any{ns, "olmguard-no-such-namespace"}}}
 	}
+	// A catalog in a namespace the test's webhook does not trust (--trusted-catalog-namespaces).
+	catalogSource := func(pad string) map[string]any {
+		return map[string]any{"apiVersion": ops + "/v1alpha1", "kind": "CatalogSource",
+			"metadata": map[string]any{"name": "probe-catalog", "namespace": untrustedNS, "annotations": map[string]any{"notes": pad}},
+			"spec":     map[string]any{"sourceType": "grpc", "image": "quay.io/example/catalog:v1"}}
+	}
 	const user = "system:serviceaccount:olmguard-probe:someone"
 	return map[string]reviewTarget{
 		olmguard.MutateInstallPlansPath: {group: ops, version: "v1alpha1", kind: "InstallPlan", resource: "installplans",
@@ -196,6 +205,9 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 		olmguard.ValidateOperatorGroupsPath: {group: ops, version: "v1", kind: "OperatorGroup", resource: "operatorgroups",
 			op: admissionv1.Create, user: user, object: operatorGroup,
 			good: reviewAnswer{allowed: true, warning: "targets namespaces that do not exist: olmguard-no-such-namespace;", uid: true}},
+		olmguard.ValidateCatalogSourcesPath: {group: ops, version: "v1alpha1", kind: "CatalogSource", resource: "catalogsources",
+			op: admissionv1.Create, user: user, object: catalogSource,
+			good: reviewAnswer{code: http.StatusForbidden, message: "CatalogSource " + untrustedNS + "/probe-catalog is not trusted to serve operators", uid: true}},
 		olmguard.ValidateInstallPlansPath: {group: ops, version: "v1alpha1", kind: "InstallPlan", resource: "installplans",
 			op: admissionv1.Update, user: user, object: plan(nil), old: plan([]any{subRef}),
 			good: reviewAnswer{code: http.StatusForbidden, message: "must keep the ownerReferences of live Subscriptions " + sub.Name, uid: true}},
@@ -333,7 +345,9 @@ func TestBadInputAnsweredClearly(t *testing.T) {
 	c := cluster.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p := startWebhook(t, c)
+	// Catalog trust enforced, trusting the namespaces of the probe Subscription's catalog and of
+	// the test's CatalogSource, so that its path judges a catalog (in untrustedNS) too.
+	p := startWebhook(t, c, "--policy-catalog-trust=enforce", "--trusted-catalog-namespaces=olmguard-probe,olmguard-badinput")
 	// The probe Subscription in olmguard-probe gives the well-formed requests something to act on.
 	waitWebhookActive(t, ctx, c)
 	sub := &v1alpha1.Subscription{}
