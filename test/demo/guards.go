@@ -12,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/doctor"
@@ -26,15 +25,6 @@ import (
 
 // The guards' rows run with olmguard's default modes (warn): the row says what a user sees, and
 // what enforce would do.
-
-// warningClient is a client of c whose admission warnings land in the Warnings.
-func warningClient(c *cluster.Cluster) (client.Client, *testenv.Warnings, error) {
-	w := &testenv.Warnings{}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.WarningHandlerWithContext = w
-	cl, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
-	return cl, w, err
-}
 
 // olmguardWarning is the first of warnings that olmguard gave, shortened for the table.
 func olmguardWarning(warnings string) string {
@@ -54,7 +44,7 @@ func (d *demo) realApproval(ctx context.Context, c *cluster.Cluster, mode string
 	if err != nil {
 		return "", err
 	}
-	cl, w, err := warningClient(c)
+	cl, w, err := testenv.NewWarningClient(c.Config, c.Client.Scheme())
 	if err != nil {
 		return "", err
 	}
@@ -64,20 +54,11 @@ func (d *demo) realApproval(ctx context.Context, c *cluster.Cluster, mode string
 	warned := olmguardWarning(w.Take())
 	upgraded := realolm.CSVSucceeded(ctx, c.Client, run.Namespace, realolm.Alpha.CSVName("2.0.0")) == nil
 	done()
-	res := "approved: "
-	if warned != "" {
-		res = "warned at the approval (enforce denies it): "
-	}
+	then := "alpha left at 1.0.0"
 	if upgraded {
-		res += "Manual alpha upgraded to 2.0.0 unasked"
-	} else {
-		res += "alpha left at 1.0.0"
+		then = "Manual alpha upgraded to 2.0.0 unasked"
 	}
-	fmt.Fprintf(d.out, "    %s\n", res)
-	if warned != "" {
-		fmt.Fprintf(d.out, "    warning: %s\n", warned)
-	}
-	return res, nil
+	return d.guardOutcome(warned, "approved", "warned at the approval", then), nil
 }
 
 // realOperatorGroup: a second OperatorGroup beside an installed operator.
@@ -94,7 +75,7 @@ func (d *demo) realOperatorGroup(ctx context.Context, c *cluster.Cluster, mode s
 	if err := realolm.CSVSucceeded(ctx, c.Client, ns, csvName); err != nil {
 		return "", err
 	}
-	cl, w, err := warningClient(c)
+	cl, w, err := testenv.NewWarningClient(c.Config, c.Client.Scheme())
 	if err != nil {
 		return "", err
 	}
@@ -105,20 +86,26 @@ func (d *demo) realOperatorGroup(ctx context.Context, c *cluster.Cluster, mode s
 	warned := olmguardWarning(w.Take())
 	failed := realolm.CSVFailed(ctx, c.Client, ns, csvName, "TooManyOperatorGroups") == nil
 	done()
-	res := "admitted: "
-	if warned != "" {
-		res = "warned at creation (enforce denies it): "
-	}
+	then := "beta's CSV still Succeeded"
 	if failed {
-		res += "OLM fails beta's CSV (TooManyOperatorGroups)"
-	} else {
-		res += "beta's CSV still Succeeded"
+		then = "OLM fails beta's CSV (TooManyOperatorGroups)"
+	}
+	res := d.guardOutcome(warned, "admitted", "warned at creation", then)
+	return res, c.Client.Delete(ctx, second) // leave the namespace as OLM can use it again
+}
+
+// guardOutcome is a guard row's cell: how the write was answered (admitted, or warned about with
+// olmguard's warning printed below), then what OLM did.
+func (d *demo) guardOutcome(warning, admitted, warned, then string) string {
+	res := admitted + ": " + then
+	if warning != "" {
+		res = warned + " (enforce denies it): " + then
 	}
 	fmt.Fprintf(d.out, "    %s\n", res)
-	if warned != "" {
-		fmt.Fprintf(d.out, "    warning: %s\n", warned)
+	if warning != "" {
+		fmt.Fprintf(d.out, "    warning: %s\n", warning)
 	}
-	return res, c.Client.Delete(ctx, second) // leave the namespace as OLM can use it again
+	return res
 }
 
 // realOrphanCSV: deleting only an operator's Subscription leaves its CSV, and a new Subscription

@@ -236,18 +236,25 @@ func (d *demo) realF4(ctx context.Context, bin string) (stock, guarded string, e
 		return "", "", err
 	}
 	defer stop()
+	guarded, err = d.awaitInstall(ctx, u.C.Client, second, csv, done, "stuck install succeeded %s after olmguard started")
+	return stock, guarded, err
+}
+
+// awaitInstall waits for CSV ns/csv to succeed after olmguard started (now), ends the step, and
+// prints and returns format filled with how long that took, or "still stuck" and why.
+func (d *demo) awaitInstall(ctx context.Context, c client.Client, ns, csv string, done func(), format string) (string, error) {
 	started := time.Now()
-	err = realolm.CSVSucceeded(ctx, u.C.Client, second, csv)
+	err := realolm.CSVSucceeded(ctx, c, ns, csv)
 	done()
-	guarded = fmt.Sprintf("stuck install succeeded %s after olmguard started", time.Since(started).Round(time.Second))
+	res := fmt.Sprintf(format, time.Since(started).Round(time.Second))
 	if err != nil {
 		if ctx.Err() != nil {
-			return "", "", ctx.Err()
+			return "", ctx.Err()
 		}
-		guarded = "still stuck: " + err.Error()
+		res = "still stuck: " + err.Error()
 	}
-	fmt.Fprintf(d.out, "    %s\n", guarded)
-	return stock, guarded, nil
+	fmt.Fprintf(d.out, "    %s\n", res)
+	return res, nil
 }
 
 // succeeded reports whether CSV name in ns is Succeeded now.
@@ -280,16 +287,6 @@ func (d *demo) realUnpackRetry(ctx context.Context, bin string) (stock, guarded 
 		return "", "", err
 	}
 	defer stop()
-	started := time.Now()
-	err = realolm.CSVSucceeded(ctx, u.C.Client, u.Namespace, u.CSV())
-	done()
-	guarded = fmt.Sprintf("failed Job removed, OLM retried: installed %s after olmguard started (opt-in)", time.Since(started).Round(time.Second))
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", "", ctx.Err()
-		}
-		guarded = "still stuck: " + err.Error()
-	}
-	fmt.Fprintf(d.out, "    %s\n", guarded)
-	return stock, guarded, nil
+	guarded, err = d.awaitInstall(ctx, u.C.Client, u.Namespace, u.CSV(), done, "failed Job removed, OLM retried: installed %s after olmguard started (opt-in)")
+	return stock, guarded, err
 }

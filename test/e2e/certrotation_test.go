@@ -503,11 +503,7 @@ func ourWebhook(line string) bool {
 // apiserverLogSince returns the kube-apiserver's log lines written from offset on.
 func apiserverLogSince(t *testing.T, c *cluster.Cluster, offset int64) []string {
 	t.Helper()
-	path, err := c.LogPath(cluster.KubeAPIServer)
-	if err != nil {
-		t.Fatalf("the kube-apiserver's log: %v", err)
-	}
-	f, err := os.Open(path)
+	f, err := os.Open(apiserverLogPath(t, c))
 	if err != nil {
 		t.Fatalf("the kube-apiserver's log: %v", err)
 	}
@@ -525,15 +521,20 @@ func apiserverLogSince(t *testing.T, c *cluster.Cluster, offset int64) []string 
 // apiserverLogSize is the kube-apiserver's log's length: where a later read begins.
 func apiserverLogSize(t *testing.T, c *cluster.Cluster) int64 {
 	t.Helper()
-	path, err := c.LogPath(cluster.KubeAPIServer)
-	if err != nil {
-		t.Fatalf("the kube-apiserver's log: %v", err)
-	}
-	fi, err := os.Stat(path)
+	fi, err := os.Stat(apiserverLogPath(t, c))
 	if err != nil {
 		t.Fatalf("the kube-apiserver's log: %v", err)
 	}
 	return fi.Size()
+}
+
+func apiserverLogPath(t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	path, err := c.LogPath(cluster.KubeAPIServer)
+	if err != nil {
+		t.Fatalf("the kube-apiserver's log: %v", err)
+	}
+	return path
 }
 
 // webhookCounts are the kube-apiserver's counters summed over olmguard's webhooks.

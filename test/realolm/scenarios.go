@@ -205,7 +205,7 @@ func ManualThenAutomatic(ctx context.Context, c client.Client, prefix string, n 
 		if err != nil {
 			return err
 		}
-		return c.Patch(ctx, plan, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"approved":true}}`)))
+		return Approve(ctx, c, plan)
 	})
 }
 

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/drift"
@@ -114,10 +113,7 @@ func approvePlanFor(t *testing.T, c *cluster.Cluster, sub *v1alpha1.Subscription
 	if plan == nil || !slices.Contains(plan.Spec.ClusterServiceVersionNames, csv) {
 		return false
 	}
-	patch := []byte(`{"spec":{"approved":true}}`)
-	if err := c.Client.Patch(context.Background(), plan, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatalf("approving %s/%s: %v", plan.Namespace, plan.Name, err)
-	}
+	approve(t, c, plan)
 	return true
 }
 

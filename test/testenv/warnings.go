@@ -36,12 +36,18 @@ func (w *Warnings) Take() string {
 // WarningClient is a client of cfg whose requests' admission warnings land in the Warnings.
 func WarningClient(tb testing.TB, cfg *rest.Config, scheme *runtime.Scheme) (client.Client, *Warnings) {
 	tb.Helper()
-	w := &Warnings{}
-	cfg = rest.CopyConfig(cfg)
-	cfg.WarningHandlerWithContext = w
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, w, err := NewWarningClient(cfg, scheme)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return c, w
+}
+
+// NewWarningClient is WarningClient for callers without a test (the demo).
+func NewWarningClient(cfg *rest.Config, scheme *runtime.Scheme) (client.Client, *Warnings, error) {
+	w := &Warnings{}
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandlerWithContext = w
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return c, w, err
 }
