@@ -68,7 +68,7 @@ cluster-down:
 	@OLMGUARD_BIN_DIR=$(BIN_DIR) hack/cluster.sh down $(CLUSTER)
 
 ## demo: start a local cluster, replay OLM's failures without and with olmguard, print the results.
-## The first run builds the test binaries (about 10 minutes on 2 cores); later runs take about 6 minutes
+## The first run builds the test binaries (about 13 minutes on 2 cores, 3 of them promtool); later runs take about 6 minutes
 ## (3 with DEMO_FLAGS=--sim-only or without ../shared/olm).
 .PHONY: demo
 demo: binaries

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the binaries the integration and end-to-end tests need from the Go module proxy,
-# at the versions pinned in hack/versions.env, and caches them outside the clone:
+# Builds the binaries the integration and end-to-end tests need (and promtool, for the alert
+# rules' tests) from the Go module proxy, at the versions pinned in hack/versions.env, and caches
+# them outside the clone:
 #   ${OLMGUARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/olmguard}/bin/<component>-<version>/
 # A second run finds them and returns in well under a second.
 #
@@ -14,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
 
 cache=${OLMGUARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/olmguard}
-bindir="$cache/bin/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+bindir="$cache/bin/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-prometheus-$PROMETHEUS_VERSION"
 
 log() { printf '[test-binaries] %s\n' "$*" >&2; }
 
@@ -97,10 +98,27 @@ build_kwok() {
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 
+# promtool checks and unit-tests the alert rules (manifests/components/prometheusrule). Its
+# service-discovery plugins (cloud SDKs) are left out with remove_all_sd: rule tests need none.
+build_promtool() {
+  local out="$cache/bin/promtool-$PROMETHEUS_VERSION" dir="$cache/build/prometheus-$PROMETHEUS_VERSION"
+  [ -x "$out/promtool" ] && return 0
+  scratch_module "$dir" "github.com/prometheus/prometheus $PROMETHEUS_VERSION"
+  # v0.3XX.Y is Prometheus 3.XX.Y: promtool --version says so.
+  local minor=${PROMETHEUS_VERSION#v0.3} patch=${PROMETHEUS_VERSION##*.}
+  minor=${minor%%.*}
+  mkdir -p "$out.tmp"
+  (cd "$dir" && timed "promtool $PROMETHEUS_VERSION" env GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 \
+    go build -trimpath -tags remove_all_sd -ldflags "-s -w -X github.com/prometheus/common/version.Version=3.$((10#$minor)).$patch" \
+      -o "$out.tmp/promtool" github.com/prometheus/prometheus/cmd/promtool)
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
 link_all() {
   mkdir -p "$bindir"
   local f
-  for f in "$cache/bin/kubernetes-$KUBE_VERSION"/* "$cache/bin/etcd-$ETCD_VERSION/etcd" "$cache/bin/kwok-$KWOK_VERSION"/*; do
+  for f in "$cache/bin/kubernetes-$KUBE_VERSION"/* "$cache/bin/etcd-$ETCD_VERSION/etcd" "$cache/bin/kwok-$KWOK_VERSION"/* \
+    "$cache/bin/promtool-$PROMETHEUS_VERSION/promtool"; do
     ln -sf "$f" "$bindir/$(basename "$f")"
   done
 }
@@ -115,6 +133,7 @@ case "${1:-build}" in
     build_etcd
     build_kwok
     build_kubernetes
+    build_promtool
     link_all
     echo "$bindir"
     ;;

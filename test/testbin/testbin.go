@@ -1,5 +1,5 @@
-// Package testbin finds the kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok and
-// kwokctl binaries that hack/test-binaries.sh builds from the Go module proxy.
+// Package testbin finds the kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok,
+// kwokctl and promtool binaries that hack/test-binaries.sh builds from the Go module proxy.
 //
 // make test sets OLMGUARD_BIN_DIR and OLMGUARD_REQUIRE_BINARIES=1, so a missing binary fails the
 // run there; a plain `go test ./...` without them skips the tests that need a control plane.
