@@ -103,7 +103,13 @@ var (
 	})
 )
 
+// Collectors returns every metric above, as registered: the alert rules' test
+// (manifests/alerts_test.go) checks each metric an alert reads against them.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{WebhookRequests, WebhookCertificateExpiry, Mutations, LookupErrors, SubscriptionReads, PolicyViolations, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
+		UnpackJobRepairs, UnpackFailedJobsRemoved, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting}
+}
+
 func init() {
-	metrics.Registry.MustRegister(WebhookRequests, WebhookCertificateExpiry, Mutations, LookupErrors, SubscriptionReads, PolicyViolations, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
-		UnpackJobRepairs, UnpackFailedJobsRemoved, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting)
+	metrics.Registry.MustRegister(Collectors()...)
 }
