@@ -119,7 +119,7 @@ image:
 	docker build -t $(IMG) .
 
 ## deploy: install olmguard into the cluster of the current kubeconfig (kubectl needed):
-## OVERLAY=self-signed (default) or cert-manager; IMG=<image>; COMPONENTS=servicemonitor.
+## OVERLAY=self-signed (default) or cert-manager; IMG=<image>; COMPONENTS=servicemonitor,prometheusrule.
 deploy:
 	$(GO) run ./hack/manifests render -overlay $(OVERLAY) -image $(IMG) -components "$(COMPONENTS)" | kubectl apply --server-side -f -
 	kubectl -n olmguard-system rollout status deploy/olmguard-webhook deploy/olmguard-controller --timeout=3m

@@ -410,6 +410,25 @@ func TestExamples(t *testing.T) {
 			if len(eps) != 1 || eps[0].(map[string]any)["interval"] != "15s" {
 				t.Errorf("endpoints %v", eps)
 			}
+			pr := find(objs, "PrometheusRule", "olmguard")
+			if pr == nil || pr.GetLabels()["release"] != "kube-prometheus-stack" {
+				t.Fatalf("PrometheusRule %v", pr)
+			}
+			groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+			alerts := 0
+			for _, g := range groups {
+				rules, _ := g.(map[string]any)["rules"].([]any)
+				for _, r := range rules {
+					labels, _ := r.(map[string]any)["labels"].(map[string]any)
+					if labels["team"] != "platform" || labels["severity"] == nil {
+						t.Errorf("alert %v: labels %v, want team=platform beside its severity", r.(map[string]any)["alert"], labels)
+					}
+					alerts++
+				}
+			}
+			if alerts == 0 {
+				t.Error("the PrometheusRule has no alerts")
+			}
 		},
 		"small.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
 			for _, kind := range []string{"PodDisruptionBudget", "NetworkPolicy"} {
@@ -500,6 +519,9 @@ func TestSchemaRejects(t *testing.T) {
 		{"tagged repository", `{image: {repository: "ghcr.io/olmguard/olmguard:v1"}}`, []string{"/image/repository"}},
 		{"flag without dashes", `{controller: {extraArgs: [drift-window=1m]}}`, []string{"/controller/extraArgs/0"}},
 		{"excluded namespace not a name", `{webhook: {excludeNamespaces: [Kube_System]}}`, []string{"/webhook/excludeNamespaces/0"}},
+		{"alert label not a Prometheus label", `{prometheusRule: {alertLabels: {team-name: platform}}}`, []string{"/prometheusRule/alertLabels", "team-name"}},
+		{"alert label not a string", `{prometheusRule: {alertLabels: {tier: 1}}}`, []string{"/prometheusRule/alertLabels/tier", "string"}},
+		{"PrometheusRule switch not a boolean", `{prometheusRule: {enabled: "yes"}}`, []string{"/prometheusRule/enabled", "boolean"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := map[string]any{}
@@ -570,6 +592,10 @@ func TestSyncDetectsHandEdits(t *testing.T) {
 			[]string{"manifests/overlays/cert-manager/kustomization.yaml differs", "kustomize's cert-manager differs"}},
 		{"component edited", edit("manifests/components/servicemonitor/servicemonitor.yaml", "interval: 30s", "interval: 1m"),
 			[]string{"manifests/components/servicemonitor/servicemonitor.yaml differs", "kustomize's self-signed+servicemonitor differs"}},
+		{"alert edited in the component", edit("manifests/components/prometheusrule/prometheusrule.yaml", "for: 15m", "for: 30m"),
+			[]string{"manifests/components/prometheusrule/prometheusrule.yaml differs", "kustomize's self-signed+servicemonitor+prometheusrule differs"}},
+		{"chart rules file edited", edit("charts/olmguard/rules/olmguard.rules.yaml", "for: 15m", "for: 30m"),
+			[]string{"manifests/components/prometheusrule/prometheusrule.yaml differs", "kustomize's cert-manager+servicemonitor+prometheusrule differs"}},
 		{"file added to the base", func(t *testing.T, root string) {
 			if err := os.WriteFile(filepath.Join(root, "manifests/base/extra.yaml"), []byte("kind: ConfigMap\n"), 0o644); err != nil {
 				t.Fatal(err)

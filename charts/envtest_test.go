@@ -3,6 +3,7 @@ package charts_test
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,8 @@ import (
 )
 
 // TestAgainstAPIServer runs the chart against a real kube-apiserver (envtest) that serves OLM's
-// CRDs, cert-manager's (from its Go module) and a ServiceMonitor CRD:
+// CRDs, cert-manager's (from its Go module) and the Prometheus Operator's ServiceMonitor and
+// PrometheusRule:
 //   - every render (the defaults, each example, another namespace) passes a server-side dry run:
 //     each object server-side applied with dryRun=All and strict field validation;
 //   - Helm's own server dry run of an install (action.Install, DryRunServer) through ActionConfig;
@@ -35,7 +37,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	env := testenv.Start(t)
 	c := env.Client
 	certmanager.InstallCRDs(t, c)
-	installServiceMonitorCRD(t, env)
+	installMonitoringCRDs(t, env)
 	kubeconfig := testenv.WriteKubeconfig(t, env.Config)
 	ctx := context.Background()
 
@@ -138,37 +140,51 @@ func createNamespace(t *testing.T, c client.Client, name string) {
 	}
 }
 
-// installServiceMonitorCRD serves monitoring.coreos.com/v1 ServiceMonitors with a schema of our
-// own covering the fields the chart sets (the Prometheus Operator's module is not a dependency),
-// so that a misspelt field is still refused.
-func installServiceMonitorCRD(t *testing.T, env *testenv.Env) {
+// installMonitoringCRDs serves monitoring.coreos.com/v1 ServiceMonitors and PrometheusRules with
+// schemas of our own covering the fields the chart sets (the Prometheus Operator's module is not a
+// dependency), so that a misspelt field is still refused.
+func installMonitoringCRDs(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	strMap := apiextensionsv1.JSONSchemaProps{Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Schema: &str}}
 	obj := func(props map[string]apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
 		return apiextensionsv1.JSONSchemaProps{Type: "object", Properties: props}
+	}
+	list := func(item apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &item}}
 	}
 	endpoint := obj(map[string]apiextensionsv1.JSONSchemaProps{
 		"port": str, "interval": str, "scheme": str, "bearerTokenFile": str,
 		"tlsConfig": obj(map[string]apiextensionsv1.JSONSchemaProps{"insecureSkipVerify": {Type: "boolean"}}),
 	})
-	spec := obj(map[string]apiextensionsv1.JSONSchemaProps{
-		"selector": obj(map[string]apiextensionsv1.JSONSchemaProps{
-			"matchLabels": {Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Schema: &str}},
-		}),
-		"endpoints": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &endpoint}},
+	rule := obj(map[string]apiextensionsv1.JSONSchemaProps{
+		"alert": str, "record": str, "expr": str, "for": str, "labels": strMap, "annotations": strMap,
 	})
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "monitoring.coreos.com", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "servicemonitors", Singular: "servicemonitor", Kind: "ServiceMonitor", ListKind: "ServiceMonitorList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: ptr.To(obj(map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}))},
-			}},
-		},
+	specs := map[string]apiextensionsv1.JSONSchemaProps{
+		"ServiceMonitor": obj(map[string]apiextensionsv1.JSONSchemaProps{
+			"selector":  obj(map[string]apiextensionsv1.JSONSchemaProps{"matchLabels": strMap}),
+			"endpoints": list(endpoint),
+		}),
+		"PrometheusRule": obj(map[string]apiextensionsv1.JSONSchemaProps{
+			"groups": list(obj(map[string]apiextensionsv1.JSONSchemaProps{"name": str, "interval": str, "rules": list(rule)})),
+		}),
 	}
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}, MaxTime: testenv.StartTimeout}); err != nil {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for kind, spec := range specs {
+		singular := strings.ToLower(kind)
+		crds = append(crds, &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: singular + "s.monitoring.coreos.com"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "monitoring.coreos.com", Scope: apiextensionsv1.NamespaceScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: singular + "s", Singular: singular, Kind: kind, ListKind: kind + "List"},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+					Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: ptr.To(obj(map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}))},
+				}},
+			},
+		})
+	}
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: crds, MaxTime: testenv.StartTimeout}); err != nil {
 		t.Fatal(err)
 	}
 }

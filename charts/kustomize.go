@@ -64,6 +64,13 @@ certManager.
 serviceMonitor.enabled). Add to an overlay:
   components:
     - ../../components/servicemonitor`},
+	{dir: "components/prometheusrule", component: true, values: map[string]any{"prometheusRule": map[string]any{"enabled": true}},
+		about: `Optional: a Prometheus Operator PrometheusRule with olmguard's alerts, one per failure it detects
+but cannot heal alone (README "Alerts"; the chart's prometheusRule.enabled). The alerts read the
+metrics the servicemonitor component scrapes, so add both:
+  components:
+    - ../../components/servicemonitor
+    - ../../components/prometheusrule`},
 }
 
 // KustomizeValues returns the chart values that render what kustomize renders for overlay with
@@ -363,6 +370,7 @@ var kustomizeVariants = []struct {
 	components []string
 }{
 	{"self-signed", nil}, {"cert-manager", nil}, {"self-signed", []string{"servicemonitor"}}, {"cert-manager", []string{"servicemonitor"}},
+	{"self-signed", []string{"servicemonitor", "prometheusrule"}}, {"cert-manager", []string{"servicemonitor", "prometheusrule"}},
 }
 
 // CheckSync reports every way the checkout at root breaks the one source of truth: a file

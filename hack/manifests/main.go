@@ -43,7 +43,7 @@ func run(args []string) error {
 	case "render":
 		overlay := fs.String("overlay", "self-signed", "overlay: "+strings.Join(manifests.Overlays, " or "))
 		image := fs.String("image", "", "image to deploy (default "+manifests.DefaultImage+")")
-		components := fs.String("components", "", "comma-separated components to add (servicemonitor)")
+		components := fs.String("components", "", "comma-separated components to add (servicemonitor, prometheusrule)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
