@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,6 +38,10 @@ type Options struct {
 	Recheck time.Duration
 	// PageSize is the List page size; progress is printed for lists longer than one page.
 	PageSize int64
+	// SkipCopiedCSVs leaves out the copies OLM makes of a CSV in every target namespace (label
+	// olm.copiedFrom) when listing: no check reports a copy, and on clusters with many namespaces
+	// they are most of the CSVs. The controller's periodic audit sets it.
+	SkipCopiedCSVs bool
 	// Progress receives progress lines (nil: none).
 	Progress io.Writer
 	Now      func() time.Time
@@ -57,7 +62,7 @@ type Report struct {
 }
 
 // Audit lists what the checks need and runs them.
-func Audit(ctx context.Context, c client.Client, o Options) (*Report, error) {
+func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -87,6 +92,14 @@ func Audit(ctx context.Context, c client.Client, o Options) (*Report, error) {
 	// CSVs are read a page at a time and kept without their spec (install strategy, icons).
 	var csvItems []CSV
 	var csvStatus []v1alpha1.ClusterServiceVersion
+	var csvOpts []client.ListOption
+	if o.SkipCopiedCSVs {
+		notCopied, err := labels.Parse("!" + olm.CopiedFromLabel)
+		if err != nil {
+			return nil, err
+		}
+		csvOpts = append(csvOpts, client.MatchingLabelsSelector{Selector: notCopied})
+	}
 	okCSVs := a.list(ctx, "ClusterServiceVersions", "F3, OLM", &v1alpha1.ClusterServiceVersionList{}, func(l client.ObjectList) {
 		for _, c := range l.(*v1alpha1.ClusterServiceVersionList).Items {
 			c.Spec = v1alpha1.ClusterServiceVersionSpec{}
@@ -94,7 +107,7 @@ func Audit(ctx context.Context, c client.Client, o Options) (*Report, error) {
 			csvItems = append(csvItems, CSV{ObjectMeta: c.ObjectMeta})
 			csvStatus = append(csvStatus, c)
 		}
-	})
+	}, csvOpts...)
 	if okCSVs {
 		r.Findings = append(r.Findings, CheckCSVs(csvItems, o.Now(), o.StuckAfter)...)
 		r.Findings = append(r.Findings, CheckStuckCSVs(csvStatus, o.Now(), o.PendingAfter)...)
@@ -158,7 +171,7 @@ func Audit(ctx context.Context, c client.Client, o Options) (*Report, error) {
 }
 
 type auditor struct {
-	c   client.Client
+	c   client.Reader
 	o   Options
 	r   *Report
 	err error

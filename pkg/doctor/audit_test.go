@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/doctor"
+	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -53,6 +54,26 @@ func TestAudit(t *testing.T) {
 	if r.Checked["Subscriptions"] != 3 || !strings.Contains(progress.String(), "Subscriptions: 2 read...") ||
 		!strings.Contains(progress.String(), "Subscriptions: 3 read") {
 		t.Errorf("checked %v, progress:\n%s", r.Checked, progress.String())
+	}
+
+	// OLM's copies of a CSV in its target namespaces are left out of the list when asked (the
+	// controller's periodic audit): no check reports them.
+	for name, labels := range map[string]map[string]string{"op.v1": nil, "op.v1-copy": {olm.CopiedFromLabel: "elsewhere"}} {
+		csv := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name, Labels: labels},
+			Spec: v1alpha1.ClusterServiceVersionSpec{DisplayName: name, InstallStrategy: v1alpha1.NamedInstallStrategy{StrategyName: "deployment"}}}
+		if err := env.Client.Create(ctx, csv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for skip, want := range map[bool]int{false: 2, true: 1} {
+		o := opts
+		o.SkipCopiedCSVs = skip
+		if r, err = doctor.Audit(ctx, env.Client, o); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Checked["ClusterServiceVersions"]; got != want {
+			t.Errorf("SkipCopiedCSVs=%v: %d CSVs read, want %d", skip, got, want)
+		}
 	}
 
 	cfg := rest.CopyConfig(env.Config)
