@@ -355,11 +355,11 @@ func TestExamples(t *testing.T) {
 		},
 		"controller-tuning.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
 			o, r := parseController(t, args(t, objs, "olmguard-controller"))
-			if slices.Contains(o.Controllers, "subscription-drift") || len(o.Controllers) != 4 {
+			if slices.Contains(o.Controllers, "subscription-drift") || len(o.Controllers) != 5 {
 				t.Errorf("--controllers %v", o.Controllers)
 			}
 			if r.CatalogPods.Grace != 10*time.Second || r.CatalogPods.DeletionsPerMinute != 30 || string(r.CSVCleanup.OperandCleanup) != "always" ||
-				r.CSVCleanup.Timeout != 20*time.Minute || !r.UnpackJobs.RetryFailed || r.UnpackJobs.RetryFailedAfter != 5*time.Minute || o.LeaseDuration != 15*time.Second {
+				r.CSVCleanup.Timeout != 20*time.Minute || !r.UnpackJobs.RetryFailed || r.UnpackJobs.RetryFailedAfter != 5*time.Minute || r.OLMAudit.Interval != 30*time.Minute || o.LeaseDuration != 15*time.Second {
 				t.Errorf("options %+v %+v", o, r)
 			}
 		},
@@ -541,7 +541,7 @@ func TestSchemaRejects(t *testing.T) {
 	}
 	// And the templates' own checks, which the schema cannot express clearly.
 	for values, want := range map[string]string{
-		`{controller: {reconcilers: {installPlanOwners: false, subscriptionDrift: false, csvCleanup: false, unpackJobs: false, catalogPods: false}}}`: "controller.reconcilers: enable at least one reconciler",
+		`{controller: {reconcilers: {installPlanOwners: false, subscriptionDrift: false, csvCleanup: false, unpackJobs: false, catalogPods: false, olmAudit: false}}}`: "controller.reconcilers: enable at least one reconciler",
 		`{commonLabels: {app.kubernetes.io/name: other}}`: "commonLabels: app.kubernetes.io/name is olmguard's own label",
 	} {
 		vals := map[string]any{}

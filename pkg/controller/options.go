@@ -73,7 +73,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, `address of /healthz and /readyz ("0" disables)`)
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of /metrics ("0" disables)`)
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers the kube-apiserver authenticates and allows get on /metrics")
-	fs.Func("controllers", "comma-separated reconcilers to run, all when empty: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods", func(v string) error {
+	fs.Func("controllers", "comma-separated reconcilers to run, all when empty: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods, olm-audit", func(v string) error {
 		o.Controllers = nil
 		for _, name := range strings.Split(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {

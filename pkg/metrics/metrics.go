@@ -101,13 +101,43 @@ var (
 		Name: "olmguard_subscriptions_drifting",
 		Help: "Subscriptions currently in a drift that outlived --drift-window.",
 	})
+
+	// AuditFindings is what the controller's last OLM audit (kubectl olmguard doctor's checks,
+	// run every --audit-interval) found, by class (F1 to F5, OLM) and check.
+	AuditFindings = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "olmguard_audit_findings",
+		Help: "Findings of the controller's last OLM audit (kubectl olmguard doctor's checks), by class (F1-F5: olmguard heals them; OLM: it cannot) and check.",
+	}, []string{"class", "check"})
+	// AuditRuns counts the controller's OLM audits by result (success, error).
+	AuditRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_audit_runs_total",
+		Help: "OLM audits the controller ran, by result (success, error).",
+	}, []string{"result"})
+	// AuditLastSuccess is when the last OLM audit finished without error.
+	AuditLastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "olmguard_audit_last_success_timestamp_seconds",
+		Help: "When the controller's last successful OLM audit finished, in seconds since the epoch.",
+	})
+	// AuditInterval is --audit-interval, set by the replica that audits: the alert on audits that
+	// stopped succeeding measures their age in intervals.
+	AuditInterval = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "olmguard_audit_interval_seconds",
+		Help: "Time between two OLM audits (--audit-interval), exported by the replica that audits.",
+	})
+	// AuditSkippedChecks is how many groups of checks the last audit could not run (a kind not
+	// installed or not readable).
+	AuditSkippedChecks = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "olmguard_audit_skipped_checks",
+		Help: "Groups of checks the controller's last OLM audit could not run (a kind not installed, or not readable).",
+	})
 )
 
 // Collectors returns every metric above, as registered: the alert rules' test
-// (manifests/alerts_test.go) checks each metric an alert reads against them.
+// (charts/alerts_test.go) checks each metric an alert reads against them.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{WebhookRequests, WebhookCertificateExpiry, Mutations, LookupErrors, SubscriptionReads, PolicyViolations, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
-		UnpackJobRepairs, UnpackFailedJobsRemoved, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting}
+		UnpackJobRepairs, UnpackFailedJobsRemoved, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting,
+		AuditFindings, AuditRuns, AuditLastSuccess, AuditInterval, AuditSkippedChecks}
 }
 
 func init() {

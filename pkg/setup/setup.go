@@ -16,6 +16,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
 	"github.com/olmguard/olmguard/pkg/controller/installplans"
+	"github.com/olmguard/olmguard/pkg/controller/olmaudit"
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
 	"github.com/olmguard/olmguard/pkg/validate"
@@ -58,12 +59,13 @@ type Controller struct {
 	CSVCleanup        csvcleanup.Options
 	UnpackJobs        unpackjobs.Options
 	CatalogPods       catalogpods.Options
+	OLMAudit          olmaudit.Options
 }
 
 // DefaultController returns the flag defaults.
 func DefaultController() Controller {
 	return Controller{SubscriptionDrift: subscriptiondrift.DefaultOptions(), CSVCleanup: csvcleanup.DefaultOptions(),
-		UnpackJobs: unpackjobs.DefaultOptions(), CatalogPods: catalogpods.DefaultOptions()}
+		UnpackJobs: unpackjobs.DefaultOptions(), CatalogPods: catalogpods.DefaultOptions(), OLMAudit: olmaudit.DefaultOptions()}
 }
 
 // BindFlags registers every reconciler's flags.
@@ -72,11 +74,12 @@ func (c *Controller) BindFlags(fs *flag.FlagSet) {
 	c.CSVCleanup.BindFlags(fs)
 	c.SubscriptionDrift.BindFlags(fs)
 	c.UnpackJobs.BindFlags(fs)
+	c.OLMAudit.BindFlags(fs)
 }
 
 // Validate reports the first invalid reconciler option.
 func (c Controller) Validate() error {
-	for _, err := range []error{c.CatalogPods.Validate(), c.CSVCleanup.Validate(), c.SubscriptionDrift.Validate(), c.UnpackJobs.Validate()} {
+	for _, err := range []error{c.CatalogPods.Validate(), c.CSVCleanup.Validate(), c.SubscriptionDrift.Validate(), c.UnpackJobs.Validate(), c.OLMAudit.Validate()} {
 		if err != nil {
 			return err
 		}
@@ -87,7 +90,7 @@ func (c Controller) Validate() error {
 // Reconcilers returns every reconciler of the controller, in the order they are added.
 func (c Controller) Reconcilers() []controller.Setup {
 	return []controller.Setup{InstallPlanOwners(), SubscriptionDrift(c.SubscriptionDrift), CSVCleanup(c.CSVCleanup),
-		UnpackJobs(c.UnpackJobs), CatalogPods(c.CatalogPods)}
+		UnpackJobs(c.UnpackJobs), CatalogPods(c.CatalogPods), OLMAudit(c.OLMAudit)}
 }
 
 // InstallPlanOwners repairs plans written while the webhook was away (F1).
@@ -113,6 +116,12 @@ func UnpackJobs(o unpackjobs.Options) controller.Setup {
 // CatalogPods recovers catalog pods stranded on lost nodes (F5).
 func CatalogPods(o catalogpods.Options) controller.Setup {
 	return controller.Setup{Name: catalogpods.Name, Cache: catalogpods.Cache(), Add: func(mgr manager.Manager) error { return catalogpods.Add(mgr, o) }}
+}
+
+// OLMAudit runs doctor's checks every interval and exports their findings as metrics, so that
+// the failures olmguard cannot heal alone can be alerted on.
+func OLMAudit(o olmaudit.Options) controller.Setup {
+	return controller.Setup{Name: olmaudit.Name, Add: func(mgr manager.Manager) error { return olmaudit.Add(mgr, o) }}
 }
 
 // userList is a comma-separated list flag.

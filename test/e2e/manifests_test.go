@@ -436,6 +436,11 @@ func checkNoPermissionErrors(t *testing.T, c *cluster.Cluster, ps ...*procs.Proc
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The controller's first OLM audit (olm-audit) runs at once and lists what doctor reads:
+		// it must have finished, with the ServiceAccount's permissions.
+		if p.Name == "controller" && !strings.Contains(string(b), "OLM audit done") {
+			t.Errorf("the controller's log shows no finished OLM audit (OLM audit done)")
+		}
 		for _, line := range strings.Split(string(b), "\n") {
 			// An Event refused in a namespace being deleted (another test's) is no permission error.
 			if forbidden.MatchString(line) && !strings.Contains(line, "because it is being terminated") {
