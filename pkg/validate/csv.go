@@ -41,7 +41,7 @@ type CSVHandler struct {
 }
 
 // Handle answers one AdmissionReview.
-func (h *CSVHandler) Handle(_ context.Context, req admission.Request) admission.Response {
+func (h *CSVHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Kind.Kind != olm.ClusterServiceVersionKind || req.Kind.Group != olm.Group {
 		return admission.Allowed("not a ClusterServiceVersion")
 	}
@@ -61,5 +61,5 @@ func (h *CSVHandler) Handle(_ context.Context, req admission.Request) admission.
 		users = DefaultCleanupUsers
 	}
 	deleting := obj.DeletionTimestamp != nil || old.DeletionTimestamp != nil
-	return Respond(CleanupFinalizerRemoval(h.Policies, req.UserInfo.Username, users, old.Finalizers, obj.Finalizers, deleting, obj.Annotations))
+	return Respond(ctx, CleanupFinalizerRemoval(h.Policies, req.UserInfo.Username, users, old.Finalizers, obj.Finalizers, deleting, obj.Annotations))
 }

@@ -78,7 +78,7 @@ func (h *SubscriptionHandler) Handle(ctx context.Context, req admission.Request)
 		v, f := h.catalogPolicies(ctx, sub)
 		violations, failed = append(violations, v...), append(failed, f...)
 	}
-	return respondDespite(violations, failed...)
+	return respondDespite(ctx, violations, failed...)
 }
 
 // namespacePolicies checks sub against the namespace's other Subscriptions and, on a create, its
@@ -118,8 +118,8 @@ func (h *SubscriptionHandler) catalogPolicies(ctx context.Context, sub *v1alpha1
 
 // respondDespite answers violations found before a lookup failed, with the failures' warnings:
 // one failed lookup does not drop what the others found.
-func respondDespite(violations []Violation, failed ...admission.Response) admission.Response {
-	resp := Respond(violations)
+func respondDespite(ctx context.Context, violations []Violation, failed ...admission.Response) admission.Response {
+	resp := Respond(ctx, violations)
 	for _, f := range failed {
 		resp.Warnings = append(resp.Warnings, f.Warnings...)
 	}
@@ -159,7 +159,7 @@ func decodeCatalogSource(raw []byte) (*catalogSourceBody, error) {
 }
 
 // Handle answers one AdmissionReview.
-func (h *CatalogSourceHandler) Handle(_ context.Context, req admission.Request) admission.Response {
+func (h *CatalogSourceHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Kind.Kind != olm.CatalogSourceKind || req.Kind.Group != olm.Group {
 		return admission.Allowed("not a CatalogSource")
 	}
@@ -186,7 +186,7 @@ func (h *CatalogSourceHandler) Handle(_ context.Context, req admission.Request) 
 	if c.Name == "" {
 		c.Name = cs.Metadata.GenerateName + "<generated>"
 	}
-	return Respond(CatalogSourcePolicies(h.Policies, h.Trusted, c))
+	return Respond(ctx, CatalogSourcePolicies(h.Policies, h.Trusted, c))
 }
 
 // OperatorGroupHandler serves /validate/operatorgroups: a second OperatorGroup in a namespace,
@@ -233,14 +233,14 @@ func (h *OperatorGroupHandler) Handle(ctx context.Context, req admission.Request
 	}
 	targets := targetNames(og.Spec.TargetNamespaces)
 	if len(targets) == 0 {
-		return Respond(OperatorGroupPolicies(h.Policies, name, ns, others, nil))
+		return Respond(ctx, OperatorGroupPolicies(h.Policies, name, ns, others, nil))
 	}
 	missing, err := h.Namespaces.Missing(ctx, targets)
 	if err != nil {
-		return respondDespite(OperatorGroupPolicies(h.Policies, name, ns, others, nil),
+		return respondDespite(ctx, OperatorGroupPolicies(h.Policies, name, ns, others, nil),
 			admit.LookupFailed(ctx, OperatorGroupsWebhook, "Namespaces", "target namespaces not checked", err))
 	}
-	return Respond(OperatorGroupPolicies(h.Policies, name, ns, others, missing))
+	return Respond(ctx, OperatorGroupPolicies(h.Policies, name, ns, others, missing))
 }
 
 // maxTargetLookups bounds the Namespace GETs of one request: an OperatorGroup names a few target
@@ -330,7 +330,7 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 	if approves {
 		violations = append(violations, ApprovalPolicies(h.Policies, Approval{Plan: obj.Name, Owners: obj.OwnerReferences, CSVs: spec.CSVs, Generation: spec.Generation}, subs)...)
 	}
-	return Respond(violations)
+	return Respond(ctx, violations)
 }
 
 // dropsSubscriptionRef is the cheap pre-check that spares the lookup on most updates: it treats

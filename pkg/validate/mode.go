@@ -4,10 +4,12 @@
 package validate
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"strings"
 
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/metrics"
@@ -81,12 +83,15 @@ type Violation struct {
 
 // Respond turns violations into an admission answer: any enforced one denies with every enforced
 // message; warned ones become warnings; off ones are dropped. Each enforced or warned violation
-// is counted in olmguard_webhook_policy_violations_total.
-func Respond(violations []Violation) admission.Response {
+// is counted in olmguard_webhook_policy_violations_total and logged with the request (the
+// logger controller-runtime puts in ctx names the object and the user): a warning reaches only
+// the writer, and the log is where an administrator finds what a policy in warn mode let through.
+func Respond(ctx context.Context, violations []Violation) admission.Response {
 	var denied, warnings []string
 	for _, v := range violations {
 		if v.Mode == Enforce || v.Mode == Warn {
 			metrics.PolicyViolations.WithLabelValues(v.Policy, string(v.Mode)).Inc()
+			log.FromContext(ctx).Info("policy violation", "policy", v.Policy, "mode", v.Mode, "message", v.Message)
 		}
 		switch v.Mode {
 		case Enforce:

@@ -111,7 +111,7 @@ func TestRespondCountsViolations(t *testing.T) {
 	warned := metrics.PolicyViolations.WithLabelValues("test-policy", "warn")
 	off := metrics.PolicyViolations.WithLabelValues("test-policy", "off")
 	e, w, o := testutil.ToFloat64(enforced), testutil.ToFloat64(warned), testutil.ToFloat64(off)
-	Respond([]Violation{{Policy: "test-policy", Mode: Enforce, Message: "e"}, {Policy: "test-policy", Mode: Warn, Message: "w"},
+	Respond(context.Background(), []Violation{{Policy: "test-policy", Mode: Enforce, Message: "e"}, {Policy: "test-policy", Mode: Warn, Message: "w"},
 		{Policy: "test-policy", Mode: Warn, Message: "w2"}, {Policy: "test-policy", Mode: Off, Message: "o"}})
 	if got := []float64{testutil.ToFloat64(enforced) - e, testutil.ToFloat64(warned) - w, testutil.ToFloat64(off) - o}; !cmp.Equal(got, []float64{1, 2, 0}) {
 		t.Errorf("counted enforce, warn, off = %v, want [1 2 0]", got)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/admit"
@@ -84,16 +86,35 @@ func ref(name, uid string) metav1.OwnerReference {
 }
 
 func TestRespond(t *testing.T) {
-	if r := Respond(nil); !r.Allowed || len(r.Warnings) != 0 {
+	if r := Respond(context.Background(), nil); !r.Allowed || len(r.Warnings) != 0 {
 		t.Errorf("no violations: %+v", r)
 	}
-	r := Respond([]Violation{{Mode: Warn, Message: "w"}, {Mode: Off, Message: "o"}})
+	r := Respond(context.Background(), []Violation{{Mode: Warn, Message: "w"}, {Mode: Off, Message: "o"}})
 	if !r.Allowed || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "w") {
 		t.Errorf("warn: %+v", r)
 	}
-	r = Respond([]Violation{{Mode: Enforce, Message: "e"}, {Mode: Warn, Message: "w"}})
+	r = Respond(context.Background(), []Violation{{Mode: Enforce, Message: "e"}, {Mode: Warn, Message: "w"}})
 	if r.Allowed || !strings.Contains(r.Result.Message, "e") || r.Result.Code != http.StatusForbidden {
 		t.Errorf("enforce: %+v", r.Result)
+	}
+}
+
+// TestRespondLogsViolations: enforced and warned violations are logged with the request's logger
+// (the only place a warned one is recorded beside its writer's terminal); off ones are not.
+func TestRespondLogsViolations(t *testing.T) {
+	var lines []string
+	logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+	ctx := log.IntoContext(context.Background(), logger.WithValues("user", "alice"))
+	Respond(ctx, []Violation{{Policy: "p-enforce", Mode: Enforce, Message: "denied"}, {Policy: "p-warn", Mode: Warn, Message: "warned"},
+		{Policy: "p-off", Mode: Off, Message: "ignored"}})
+	got := strings.Join(lines, "\n")
+	for _, want := range []string{`"policy"="p-enforce" "mode"="enforce" "message"="denied"`, `"policy"="p-warn" "mode"="warn" "message"="warned"`, `"user"="alice"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %s:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "p-off") || len(lines) != 2 {
+		t.Errorf("want two lines, none for the policy that is off:\n%s", got)
 	}
 }
 
