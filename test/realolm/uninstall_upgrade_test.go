@@ -159,10 +159,14 @@ func TestF3UninstallDuringUpgrade(t *testing.T) {
 	t.Logf("with olmguard: a CSV came back in %d of %d namespaces %v", len(orphans(guarded)), len(guarded), orphans(guarded))
 	checkOrphansReported(t, c, guarded)
 
-	// Remove what came back, as doctor's fix says, and any CSV a plan's last sync created later;
-	// olmguard's cleanup then leaves nothing of Theta.
+	// Remove what came back, as doctor's fix says, and any CSV a plan's last sync creates later:
+	// the catalog-operator may still execute a plan from its cache after the plan is gone from
+	// the apiserver, so a Theta CSV can appear after a moment when none was left. The bundled
+	// ClusterRole, whose CSV then exists nowhere, goes once no Theta CSV is left (olmguard's
+	// sweep, two passes 2 s apart), whether the last CSV's cleanup removed it or a plan created it
+	// after that; until then, late CSVs are deleted as they come.
 	var late []string
-	testenv.Eventually(t, "every Theta CSV deleted", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "every Theta CSV deleted and Theta's bundled ClusterRole gone", func(ctx context.Context) (bool, error) {
 		csvs := &v1alpha1.ClusterServiceVersionList{}
 		if err := c.Client.List(ctx, csvs); err != nil {
 			return false, err
@@ -177,24 +181,23 @@ func TestF3UninstallDuringUpgrade(t *testing.T) {
 			if csv.DeletionTimestamp != nil {
 				continue
 			}
-			if !slices.ContainsFunc(guarded, func(r uninstallResult) bool { return r.ns == csv.Namespace && slices.Contains(r.left, csv.Name) }) {
-				late = append(late, csv.Namespace+"/"+csv.Name)
+			if !slices.ContainsFunc(guarded, func(r uninstallResult) bool { return r.ns == csv.Namespace && slices.Contains(r.left, csv.Name) }) &&
+				!slices.Contains(late, csv.Namespace+"/"+csv.Name+" "+string(csv.UID)) {
+				late = append(late, csv.Namespace+"/"+csv.Name+" "+string(csv.UID))
 			}
 			if err := c.Client.Delete(ctx, csv); client.IgnoreNotFound(err) != nil {
 				return false, err
 			}
 		}
-		return left == 0, nil
+		if left > 0 {
+			return false, nil
+		}
+		err := c.Client.Get(ctx, client.ObjectKey{Name: Theta.BundledClusterRole()}, &rbacv1.ClusterRole{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	if len(late) > 0 {
 		t.Logf("with olmguard: CSVs created after their plan was gone, also deleted: %v", late)
 	}
-	// Whether the last CSV's cleanup removed it or a plan created it after that, the bundled
-	// ClusterRole, whose CSV now exists nowhere, goes.
-	testenv.Eventually(t, "Theta's bundled ClusterRole gone", func(ctx context.Context) (bool, error) {
-		err := c.Client.Get(ctx, client.ObjectKey{Name: Theta.BundledClusterRole()}, &rbacv1.ClusterRole{})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	})
 	checkLogs(t, o)
 }
 
