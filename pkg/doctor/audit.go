@@ -38,6 +38,10 @@ type Options struct {
 	Recheck time.Duration
 	// PageSize is the List page size; progress is printed for lists longer than one page.
 	PageSize int64
+	// CSVPageSize is the page size for CSVs (0: PageSize). A CSV is the largest object OLM
+	// stores (install strategy, CRD descriptions, an icon of up to a few hundred KiB) and a page
+	// is decoded whole before its spec is dropped, so a long-running reader keeps it small.
+	CSVPageSize int64
 	// SkipCopiedCSVs leaves out the copies OLM makes of a CSV in every target namespace (label
 	// olm.copiedFrom) when listing: no check reports a copy, and on clusters with many namespaces
 	// they are most of the CSVs. The controller's periodic audit sets it.
@@ -69,6 +73,9 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	if o.PageSize <= 0 {
 		o.PageSize = 500
 	}
+	if o.CSVPageSize <= 0 {
+		o.CSVPageSize = o.PageSize
+	}
 	r := &Report{Checked: map[string]int{}}
 	a := auditor{c: c, o: o, r: r}
 
@@ -92,7 +99,7 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	// CSVs are read a page at a time and kept without their spec (install strategy, icons).
 	var csvItems []CSV
 	var csvStatus []v1alpha1.ClusterServiceVersion
-	var csvOpts []client.ListOption
+	csvOpts := []client.ListOption{client.Limit(o.CSVPageSize)}
 	if o.SkipCopiedCSVs {
 		notCopied, err := labels.Parse("!" + olm.CopiedFromLabel)
 		if err != nil {
@@ -192,15 +199,17 @@ func (a *auditor) list(ctx context.Context, what, classes string, l client.Objec
 	return a.listCluster(ctx, what, classes, l, each, opts...)
 }
 
+// listCluster reads every page of a kind. A client.Limit among opts overrides Options.PageSize.
 func (a *auditor) listCluster(ctx context.Context, what, classes string, l client.ObjectList, each func(client.ObjectList), opts ...client.ListOption) bool {
 	if a.err != nil {
 		return false
 	}
+	opts = append([]client.ListOption{client.Limit(a.o.PageSize)}, opts...)
 	n, pages := 0, 0
 	cont := ""
 	for {
 		page := l.DeepCopyObject().(client.ObjectList)
-		err := a.c.List(ctx, page, append(opts, client.Limit(a.o.PageSize), client.Continue(cont))...)
+		err := a.c.List(ctx, page, append(opts, client.Continue(cont))...)
 		if err != nil {
 			if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 				a.r.Skipped = append(a.r.Skipped, fmt.Sprintf("%s checks: cannot list %s: %v", classes, what, err))

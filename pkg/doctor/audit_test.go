@@ -76,6 +76,18 @@ func TestAudit(t *testing.T) {
 		}
 	}
 
+	// CSVs have their own page size: pages of one CSV while other kinds are read whole.
+	progress.Reset()
+	o := opts
+	o.PageSize, o.CSVPageSize = 500, 1
+	if r, err = doctor.Audit(ctx, env.Client, o); err != nil {
+		t.Fatal(err)
+	}
+	if p := progress.String(); r.Checked["ClusterServiceVersions"] != 2 || !strings.Contains(p, "ClusterServiceVersions: 1 read...") ||
+		!strings.Contains(p, "ClusterServiceVersions: 2 read") || strings.Contains(p, "Subscriptions") {
+		t.Errorf("CSVPageSize 1, PageSize 500: checked %v, progress:\n%s", r.Checked, p)
+	}
+
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
 	nobody, err := client.New(cfg, client.Options{Scheme: env.Scheme})
