@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -279,4 +281,34 @@ func (n *Node) ThawKubelet(ctx context.Context) error {
 	}
 	n.frozen = false
 	return n.waitReady(ctx, thawed)
+}
+
+// PodLogs returns what container of pod has written, every instance of it in order, from the
+// kubelet's pod log directory (<podLogsDir>/<namespace>_<name>_<uid>/<container>/<restart>.log,
+// each line in the CRI log format: time, stream, tag, message).
+func (n *Node) PodLogs(pod *corev1.Pod, container string) (string, error) {
+	dir := filepath.Join(n.dir, "pod-logs", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), container)
+	files, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		return "", err
+	}
+	if len(files) == 0 {
+		return "", fmt.Errorf("no log of container %s of pod %s/%s in %s", container, pod.Namespace, pod.Name, dir)
+	}
+	// <restart>.log: 0.log, 1.log, ... sorted by their number, not as strings (10 after 9).
+	sort.Slice(files, func(i, j int) bool { return restartOf(files[i]) < restartOf(files[j]) })
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		b.Write(data)
+	}
+	return b.String(), nil
+}
+
+func restartOf(logFile string) int {
+	n, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(logFile), ".log"))
+	return n
 }

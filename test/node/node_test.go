@@ -2,6 +2,10 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +81,32 @@ func TestRulesIgnoresEmptyTables(t *testing.T) {
 		if rules(dump) == rules("") {
 			t.Errorf("%q reads as no rules", dump)
 		}
+	}
+}
+
+// TestPodLogs reads a container's log files the way the kubelet lays them out, every restart in
+// order (10.log after 9.log), and says where it looked when there is none.
+func TestPodLogs(t *testing.T) {
+	n := &Node{dir: t.TempDir()}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1"}}
+	if _, err := n.PodLogs(pod, "c"); err == nil || !strings.Contains(err.Error(), "ns_p_u1/c") {
+		t.Fatalf("no log yet: %v", err)
+	}
+	dir := filepath.Join(n.dir, "pod-logs", "ns_p_u1", "c")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, restart := range []int{10, 0, 9} {
+		line := fmt.Sprintf("2026-11-26T01:00:00Z stderr F run %d\n", restart)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.log", restart)), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := n.PodLogs(pod, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "2026-11-26T01:00:00Z stderr F run 0\n2026-11-26T01:00:00Z stderr F run 9\n2026-11-26T01:00:00Z stderr F run 10\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/olmguard/olmguard/test/node"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // testHelmInstall installs olmguard with the README's `helm install olmguard charts/olmguard -n
@@ -46,6 +49,7 @@ func testHelmInstall(t *testing.T, c *cluster.Cluster, n *node.Node, sim *olmsim
 	waitAvailable(t, c)
 	t.Logf("olmguard's pods Ready %s after helm install", time.Since(start).Round(100*time.Millisecond))
 	setFakeNodesSchedulable(t, c, n, true)
+	checkAuditRan(t, c, n)
 
 	checkReplays3199(t, sim, cat, "realnode-helm-f1", "with olmguard installed by helm")
 
@@ -62,4 +66,32 @@ func testHelmInstall(t *testing.T, c *cluster.Cluster, n *node.Node, sim *olmsim
 		t.Fatal(err)
 	}
 	checkNothingLeft(t, c)
+}
+
+// refused matches what the apiserver says to a request RBAC does not allow.
+var refused = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|patch|update|create|delete)`)
+
+// checkAuditRan: the controller's leader, in its pod with the chart's RBAC, finishes its first OLM
+// audit (olm-audit runs at once on the leader) having read every kind doctor checks: no check
+// skipped and no request refused in its log.
+func checkAuditRan(t *testing.T, c *cluster.Cluster, n *node.Node) {
+	t.Helper()
+	var logs string
+	testenv.Eventually(t, "the controller's leader logs a finished OLM audit", func(ctx context.Context) (bool, error) {
+		l, err := currentLeader(ctx, c)
+		if err != nil || l.pod == "" {
+			return false, nil
+		}
+		pod := &corev1.Pod{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: charts.DefaultNamespace, Name: l.pod}, pod); err != nil {
+			return false, nil
+		}
+		logs, err = n.PodLogs(pod, "controller")
+		return err == nil && strings.Contains(logs, "OLM audit done"), nil
+	})
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "checks skipped") || refused.MatchString(line) {
+			t.Errorf("the controller installed by helm: %s", line)
+		}
+	}
 }
