@@ -43,8 +43,11 @@ const EnvOLMBinaries = "OLMGUARD_OLM_BINARIES"
 const OLMNamespace = "olm"
 
 // OLMBinaries returns a directory holding OLM's olm and catalog binaries of version, and opm,
-// decompressed once into the binary cache and checked against SHA256SUMS.
+// decompressed once into the binary cache and checked against SHA256SUMS. Safe for concurrent
+// use: tests that start OLM in parallel share one cold cache.
 func OLMBinaries(version string) (string, error) {
+	unpackMu.Lock()
+	defer unpackMu.Unlock()
 	src, err := olmSource()
 	if err != nil {
 		return "", err
@@ -60,6 +63,10 @@ func OLMBinaries(version string) (string, error) {
 	}
 	return dst, nil
 }
+
+// unpackMu lets one caller of this process unpack at a time, so the others find the binaries
+// there instead of decompressing them again.
+var unpackMu sync.Mutex
 
 func olmSource() (string, error) {
 	dir := os.Getenv(EnvOLMBinaries)
@@ -77,6 +84,9 @@ func olmSource() (string, error) {
 }
 
 // unpackBinary decompresses dir/name.xz to dst unless dst already has the sum SHA256SUMS lists.
+// It writes a temporary file of its own and renames it over dst, so dst is never open for
+// writing: another process may exec it meanwhile (a shared temporary name once let one caller
+// rename a file another was still writing, and exec failed with "text file busy").
 func unpackBinary(dir, name, dst string) error {
 	want, err := listedSum(filepath.Join(dir, "SHA256SUMS"), name)
 	if err != nil {
@@ -89,11 +99,12 @@ func unpackBinary(dir, name, dst string) error {
 	if _, err := os.Stat(xz); err != nil {
 		return fmt.Errorf("OLM's binaries: %s is missing: %w", xz, err)
 	}
-	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	out, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".*.tmp")
 	if err != nil {
 		return err
 	}
+	tmp := out.Name()
+	defer func() { _ = os.Remove(tmp) }() // gone after the rename; left by a failure otherwise
 	cmd := exec.Command("xz", "-dc", xz)
 	cmd.Stdout, cmd.Stderr = out, os.Stderr
 	err = cmd.Run()
@@ -105,6 +116,9 @@ func unpackBinary(dir, name, dst string) error {
 	}
 	if got, err := fileSum(tmp); err != nil || got != want {
 		return fmt.Errorf("OLM's binaries: %s decompresses to sha256 %s, SHA256SUMS says %s (%v)", xz, got, want, err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
 	}
 	return os.Rename(tmp, dst)
 }
