@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -269,8 +268,6 @@ func saKubeconfig(t *testing.T, c *cluster.Cluster, sa string) string {
 	return path
 }
 
-var forbidden = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|patch|update|create|delete)`)
-
 // applyManifestRBAC applies the RBAC of the rendered objects for real (the self-signed overlay's is
 // a superset of the cert-manager one's) and removes it at test cleanup.
 func applyManifestRBAC(t *testing.T, ctx context.Context, c *cluster.Cluster, objs []*unstructured.Unstructured) {
@@ -443,7 +440,7 @@ func checkNoPermissionErrors(t *testing.T, c *cluster.Cluster, ps ...*procs.Proc
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			// An Event refused in a namespace being deleted (another test's) is no permission error.
-			if forbidden.MatchString(line) && !strings.Contains(line, "because it is being terminated") {
+			if procs.PermissionDenied.MatchString(line) && !strings.Contains(line, "because it is being terminated") {
 				t.Errorf("%s lacks a permission: %s", p.Name, line)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 
@@ -110,3 +111,7 @@ func Doctor(t *testing.T, ctx context.Context, kubeconfig string, args ...string
 	t.Fatalf("running doctor: %v", err)
 	return 0, "", ""
 }
+
+// PermissionDenied matches a log line of olmguard's binaries that reports a request the
+// apiserver refused for lack of RBAC: the tests that run them with the shipped RBAC look for it.
+var PermissionDenied = regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|patch|update|create|delete)`)
