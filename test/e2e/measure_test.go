@@ -158,7 +158,7 @@ func TestMeasureControllerMemory(t *testing.T) {
 	t.Logf("%d Pods created in %s", pods, time.Since(start).Round(time.Second))
 
 	// First without the periodic OLM audit, then with every reconciler and until the leader's
-	// first audit (every kind doctor reads, CSVs 20 to a page) is done: the difference is the
+	// first audit (every kind doctor reads, a page at a time) is done: the difference is the
 	// audit's share of the peak.
 	without := startController(t, c, "--controllers=installplan-owners,subscription-drift,csv-cleanup,unpack-jobs,catalog-pods")
 	time.Sleep(30 * time.Second) // every CSV, Job and Pod reconciled once

@@ -161,6 +161,8 @@ func TestDoctorOLMFailures(t *testing.T) {
 		t.Errorf("after the fix, doctor still reports the orphan: %+v", report.Findings)
 	}
 
+	// Waits for the catalog to be older than doctor's --pending-after=1s below (creation times
+	// are whole seconds, hence 2 s): a minimum age to wait for, which no slow machine can miss.
 	testenv.Eventually(t, "OLM observes catalog "+cs.Name+" not READY", func(ctx context.Context) (bool, error) {
 		got := &v1alpha1.CatalogSource{}
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(cs), got); err != nil {
