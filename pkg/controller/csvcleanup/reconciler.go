@@ -175,28 +175,30 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, csv *v1alpha1.ClusterS
 	if err := r.Client.List(ctx, all); err != nil {
 		return reconcile.Result{}, err
 	}
+	subs := &v1alpha1.SubscriptionList{}
+	if err := r.Client.List(ctx, subs, client.InNamespace(csv.Namespace)); err != nil {
+		return reconcile.Result{}, err
+	}
 	var others, sameNamespace []v1alpha1.ClusterServiceVersion
-	otherNames := map[string]bool{}
+	var refs []cleanup.CSVRef
 	for _, o := range all.Items {
 		if o.Namespace == csv.Namespace && o.Name == csv.Name {
 			continue
 		}
 		others = append(others, o)
+		var nsSubs []v1alpha1.Subscription
 		if o.Namespace == csv.Namespace {
 			sameNamespace = append(sameNamespace, o)
+			nsSubs = subs.Items
 		}
-		if !o.IsCopied() {
-			otherNames[o.Name] = true
-		}
+		refs = append(refs, cleanup.CSVRefOf(o.Namespace, o.Name, o.Labels, o.Annotations, string(o.Status.Reason), o.DeletionTimestamp != nil, nsSubs))
 	}
-	subs := &v1alpha1.SubscriptionList{}
-	if err := r.Client.List(ctx, subs, client.InNamespace(csv.Namespace)); err != nil {
-		return reconcile.Result{}, err
-	}
+	self := cleanup.CSVRefOf(csv.Namespace, csv.Name, csv.Labels, csv.Annotations, string(csv.Status.Reason), true, subs.Items)
+	users := cleanup.NewUsers(refs)
 	kind, why := cleanup.Classify(csv, sameNamespace, subs.Items)
 	log = log.WithValues("classification", kind)
 
-	n, err := r.deleteClusterObjects(ctx, csv, otherNames, sameNamespace)
+	n, err := r.deleteClusterObjects(ctx, csv, self, users, sameNamespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -249,8 +251,9 @@ func (r *Reconciler) patch(ctx context.Context, obj client.Object, ops []jsonpat
 
 // deleteClusterObjects deletes the cluster-scoped objects that belong to the CSV, and its
 // kube-system auth-reader RoleBindings when no other CSV needs them. It returns how many it deleted.
-func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, otherNames map[string]bool, sameNamespace []v1alpha1.ClusterServiceVersion) (int, error) {
+func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, self cleanup.CSVRef, users cleanup.Users, sameNamespace []v1alpha1.ClusterServiceVersion) (int, error) {
 	deleted := 0
+	services := cleanup.ServiceNames(csv)
 	for _, gvk := range clusterKinds {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -262,7 +265,7 @@ func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.Clu
 		}
 		for i := range list.Items {
 			o := &list.Items[i]
-			if !cleanup.Owned(cleanup.Object{Kind: gvk.Kind, Name: o.Name, UID: o.UID, Labels: o.Labels}, csv.Name, csv.Namespace, otherNames) {
+			if !cleanup.Owned(cleanup.Object{Kind: gvk.Kind, Name: o.Name, UID: o.UID, Labels: o.Labels}, self, users, services) {
 				continue
 			}
 			o.SetGroupVersionKind(gvk)
@@ -275,7 +278,7 @@ func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.Clu
 			}
 		}
 	}
-	for svc := range cleanup.ServiceNames(csv) {
+	for svc := range services {
 		rb := &rbacv1.RoleBinding{}
 		err := r.Reader.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: olm.AuthReaderRoleBindingName(svc)}, rb)
 		if apierrors.IsNotFound(err) {
@@ -288,7 +291,7 @@ func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.Clu
 		for _, s := range rb.Subjects {
 			subjects = append(subjects, cleanup.Subject{Kind: s.Kind, Name: s.Name, Namespace: s.Namespace})
 		}
-		if !cleanup.AuthReaderDeletable(svc, subjects, csv, sameNamespace) {
+		if !cleanup.AuthReaderDeletable(svc, subjects, self, users, csv, sameNamespace) {
 			continue
 		}
 		ok, err := r.deleteExact(ctx, rb)
