@@ -304,3 +304,44 @@ func TestTargetNamespaces(t *testing.T) {
 		t.Errorf("no group status: %v, want none", got)
 	}
 }
+
+// TestOLMInstalledCRD: operands are deleted only for CRDs OLM's own objects show it installed for
+// the CSV. Fails before the fix: the CSV's spec.customresourcedefinitions.owned alone decided.
+func TestOLMInstalledCRD(t *testing.T) {
+	step := func(resolving, kind, group, name, status string) *v1alpha1.Step {
+		return &v1alpha1.Step{Resolving: resolving, Status: status, Resource: v1alpha1.StepResource{Kind: kind, Group: group, Name: name}}
+	}
+	plan := func(steps ...*v1alpha1.Step) v1alpha1.InstallPlan {
+		p := v1alpha1.InstallPlan{}
+		p.Status.Plan = steps
+		return p
+	}
+	const crd = "widgets.example.com"
+	alongside := func(v string) map[string]string { return map[string]string{InstalledAlongsideAnnotationPrefix + "1f2e": v} }
+	tests := []struct {
+		name  string
+		plans []v1alpha1.InstallPlan
+		annos map[string]string
+		want  bool
+	}{
+		{"no evidence: a tenant's CSV claiming the CRD", nil, nil, false},
+		{"a plan step that created the CRD for this CSV", []v1alpha1.InstallPlan{plan(step("op.v1", "CustomResourceDefinition", "apiextensions.k8s.io", crd, "Created"))}, nil, true},
+		{"a plan step that updated an existing CRD for this CSV", []v1alpha1.InstallPlan{plan(nil, step("op.v1", "CustomResourceDefinition", "apiextensions.k8s.io", crd, "Present"))}, nil, true},
+		{"a step not applied yet", []v1alpha1.InstallPlan{plan(step("op.v1", "CustomResourceDefinition", "apiextensions.k8s.io", crd, "Unknown"))}, nil, false},
+		{"a step for another CSV", []v1alpha1.InstallPlan{plan(step("other.v1", "CustomResourceDefinition", "apiextensions.k8s.io", crd, "Created"))}, nil, false},
+		{"a step for another CRD", []v1alpha1.InstallPlan{plan(step("op.v1", "CustomResourceDefinition", "apiextensions.k8s.io", "gadgets.example.com", "Created"))}, nil, false},
+		{"a step of another kind named like the CRD", []v1alpha1.InstallPlan{plan(step("op.v1", "ConfigMap", "", crd, "Created"))}, nil, false},
+		{"OLM's installed-alongside annotation naming this CSV", nil, alongside("ns/op.v1"), true},
+		{"the annotation naming the same CSV name in another namespace", nil, alongside("other/op.v1"), false},
+		{"another annotation with that value", nil, map[string]string{"example.com/installed-alongside": "ns/op.v1"}, false},
+	}
+	for _, tt := range tests {
+		fromPlans := map[string]bool{}
+		for i := range tt.plans {
+			PlanCRDs(&tt.plans[i], "op.v1", fromPlans)
+		}
+		if got := OLMInstalledCRD(crd, tt.annos, "ns", "op.v1", fromPlans); got != tt.want {
+			t.Errorf("%s: OLMInstalledCRD = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -319,20 +319,34 @@ func (r *Reconciler) deleteExact(ctx context.Context, o client.Object) (bool, er
 	return true, nil
 }
 
-// deleteOperands deletes the custom resources of the CRDs the CSV alone owns, in the namespaces
-// its OperatorGroup targets. It returns how many still exist and how many it asked to delete.
+// deleteOperands deletes the custom resources of the CRDs the CSV alone owns and OLM installed for
+// it (cleanup.OLMInstalledCRD), in the namespaces its OperatorGroup targets. It returns how many still exist and how many it asked to delete.
 func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion) (remaining, deleted int, err error) {
 	targets, err := r.targetNamespaces(ctx, csv.Namespace)
 	if err != nil || len(targets) == 0 {
 		return 0, 0, err
 	}
-	for _, d := range cleanup.OperandCRDs(csv, others) {
+	candidates := cleanup.OperandCRDs(csv, others)
+	if len(candidates) == 0 {
+		return 0, 0, nil
+	}
+	fromPlans, err := r.planCRDs(ctx, csv)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, d := range candidates {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := r.Reader.Get(ctx, types.NamespacedName{Name: d.Name}, crd); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
 			return 0, 0, err
+		}
+		if !cleanup.OLMInstalledCRD(crd.Name, crd.Annotations, csv.Namespace, csv.Name, fromPlans) {
+			ctrl.LoggerFrom(ctx).Info("operands kept: OLM did not install their CRD for this CSV", "crd", crd.Name)
+			r.Recorder.Eventf(csv, nil, corev1.EventTypeNormal, "OperandsKept", "Cleanup",
+				"custom resources of CRD %s kept: no InstallPlan step of this namespace and no OLM annotation on the CRD shows OLM installed it for this CSV", crd.Name)
+			continue
 		}
 		if crd.Spec.Scope != apiextensionsv1.NamespaceScoped || crd.Spec.Names.Kind != d.Kind {
 			continue // cluster-scoped operands cannot be limited to target namespaces
@@ -366,6 +380,29 @@ func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterSe
 		}
 	}
 	return remaining, deleted, nil
+}
+
+// planPageSize bounds the InstallPlans read at once: a plan of an older OLM carries whole
+// manifests in its steps.
+const planPageSize = 5
+
+// planCRDs reads the InstallPlans of the CSV's namespace, a page at a time, and returns the CRDs
+// their steps show OLM applied for the CSV (cleanup.PlanCRDs).
+func (r *Reconciler) planCRDs(ctx context.Context, csv *v1alpha1.ClusterServiceVersion) (map[string]bool, error) {
+	crds := map[string]bool{}
+	cont := ""
+	for {
+		plans := &v1alpha1.InstallPlanList{}
+		if err := r.Reader.List(ctx, plans, client.InNamespace(csv.Namespace), client.Limit(planPageSize), client.Continue(cont)); err != nil {
+			return nil, fmt.Errorf("listing InstallPlans in %s: %w", csv.Namespace, err)
+		}
+		for i := range plans.Items {
+			cleanup.PlanCRDs(&plans.Items[i], csv.Name, crds)
+		}
+		if cont = plans.Continue; cont == "" {
+			return crds, nil
+		}
+	}
 }
 
 func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
