@@ -317,7 +317,9 @@ func TestOLMInstalledCRD(t *testing.T) {
 		return p
 	}
 	const crd = "widgets.example.com"
-	alongside := func(v string) map[string]string { return map[string]string{InstalledAlongsideAnnotationPrefix + "1f2e": v} }
+	alongside := func(v string) map[string]string {
+		return map[string]string{InstalledAlongsideAnnotationPrefix + "1f2e": v}
+	}
 	tests := []struct {
 		name  string
 		plans []v1alpha1.InstallPlan
