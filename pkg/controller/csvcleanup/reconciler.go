@@ -320,27 +320,26 @@ func (r *Reconciler) deleteExact(ctx context.Context, o client.Object) (bool, er
 }
 
 // deleteOperands deletes the custom resources of the CRDs the CSV alone owns and OLM installed for
-// it (cleanup.OLMInstalledCRD), in the namespaces its OperatorGroup targets. It returns how many still exist and how many it asked to delete.
+// it (cleanup.OLMInstalledCRD), in the namespaces its OperatorGroup targets. It returns how many
+// still exist and how many it asked to delete.
 func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion) (remaining, deleted int, err error) {
 	targets, err := r.targetNamespaces(ctx, csv.Namespace)
 	if err != nil || len(targets) == 0 {
 		return 0, 0, err
 	}
-	candidates := cleanup.OperandCRDs(csv, others)
-	if len(candidates) == 0 {
-		return 0, 0, nil
-	}
-	fromPlans, err := r.planCRDs(ctx, csv)
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, d := range candidates {
+	var fromPlans map[string]bool // read once, and only when a CRD lacks OLM's annotation
+	for _, d := range cleanup.OperandCRDs(csv, others) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := r.Reader.Get(ctx, types.NamespacedName{Name: d.Name}, crd); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
 			return 0, 0, err
+		}
+		if fromPlans == nil && !cleanup.OLMInstalledCRD(crd.Name, crd.Annotations, csv.Namespace, csv.Name, nil) {
+			if fromPlans, err = r.planCRDs(ctx, csv); err != nil {
+				return 0, 0, err
+			}
 		}
 		if !cleanup.OLMInstalledCRD(crd.Name, crd.Annotations, csv.Namespace, csv.Name, fromPlans) {
 			ctrl.LoggerFrom(ctx).Info("operands kept: OLM did not install their CRD for this CSV", "crd", crd.Name)
