@@ -168,6 +168,15 @@ func TestSharedObjectRule(t *testing.T) {
 			t.Errorf("%s: delete = %v, want %v", tt.name, got, tt.wantDelete)
 		}
 	}
+	// The sweep knows only the role's olm.owner, here a name without ".v": team-a's CSV, tied to the
+	// package by OLM's property, still keeps it.
+	noV := Object{Kind: "ClusterRole", Name: "pkg-reader", Labels: map[string]string{olm.OwnerLabel: "pkg-2.0.0", olm.ManagedLabel: "true"}}
+	if OrphanedRBAC(noV, NewUsers([]CSVRef{CSVRefOf("a", "pkg-1.0.0", nil, props("pkg"), "", false, nil)})) {
+		t.Error("the sweep deleted a role labelled pkg-2.0.0 while team-a's pkg-1.0.0 (package pkg) runs")
+	}
+	if !OrphanedRBAC(noV, NewUsers([]CSVRef{CSVRefOf("a", "pkgx-1.0.0", nil, props("pkgx"), "", false, nil)})) {
+		t.Error("the sweep kept a role labelled pkg-2.0.0 for package pkgx")
+	}
 }
 
 func deleting(c CSVRef) CSVRef { c.Deleting = true; return c }
@@ -199,6 +208,18 @@ func TestPackagesOf(t *testing.T) {
 		if diff := cmp.Diff(tt.want, PackagesOf(tt.csv, tt.annos, tt.subs)); diff != "" {
 			t.Errorf("%s: PackagesOf (-want +got)\n%s", tt.name, diff)
 		}
+	}
+}
+
+func TestNamePrefixes(t *testing.T) {
+	if diff := cmp.Diff([]string{"my", "my.vault", "my.vault.v1", "my.vault.v1.2"}, namePrefixes("my.vault.v1.2.0")); diff != "" {
+		t.Error(diff)
+	}
+	if diff := cmp.Diff([]string{"pkg", "pkg-2"}, namePrefixes("pkg-2.0")); diff != "" {
+		t.Error(diff)
+	}
+	if got := namePrefixes("op"); len(got) != 0 {
+		t.Errorf("namePrefixes(op) = %v", got)
 	}
 }
 

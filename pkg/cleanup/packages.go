@@ -126,11 +126,27 @@ func NewUsers(csvs []CSVRef) Users {
 	return u
 }
 
+// namePrefixes are the beginnings of a CSV name up to each '.', '-' or '_': the packages it may
+// belong to when nothing but its name is left (the orphan sweep knows an object's olm.owner only,
+// not the package of a CSV that is gone). They include the name rule's package (the part before
+// ".v<digit>") and, conservatively, more: a package "pkg" owns "pkg-2.0.0" too.
+func namePrefixes(name string) []string {
+	var out []string
+	for i := 1; i < len(name); i++ {
+		switch name[i] {
+		case '.', '-', '_':
+			out = append(out, name[:i])
+		}
+	}
+	return out
+}
+
 // StillUsed is the one rule for a cluster object that the versions and namespaces of a package
 // share (a bundled ClusterRole or binding labelled olm.owner only, the auth-delegator
 // ClusterRoleBinding, an APIService, the kube-system auth-reader RoleBinding): it is still used
 // while a CSV other than self, in any namespace, has the name owner (the object's olm.owner) or
-// shares a package with owner or self (PackagesOf). self is the CSV being cleaned up, nil for the
+// self's name, or has a package that is one of self's (PackagesOf) or begins owner up to a '.',
+// '-' or '_' (namePrefixes). self is the CSV being cleaned up, nil for the
 // orphan sweep; selfPackages are its packages. OLM relabels such an object olm.owner=<newest CSV>
 // when another namespace installs another version (OLM issue #2985): the label says who applied it
 // last, not who uses it.
@@ -147,8 +163,10 @@ func (u Users) StillUsed(owner string, self *CSVRef) bool {
 	if owner != "" && others(u.byName[owner]) {
 		return true
 	}
-	if p, ok := csvPackage(owner); ok && others(u.byPackage[p]) {
-		return true
+	for _, p := range namePrefixes(owner) {
+		if others(u.byPackage[p]) {
+			return true
+		}
 	}
 	if self != nil {
 		if self.Name != "" && others(u.byName[self.Name]) {

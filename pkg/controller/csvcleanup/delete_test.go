@@ -29,8 +29,9 @@ var widgets = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind:
 
 // TestDeletePath runs the cleanup finalizer's delete path against a real apiserver, with OLM away
 // (nothing else touches the objects): a CSV deleted while the controller is down, then, with it
-// running, an uninstall, an upgrade and an uninstall that opted in to operand cleanup. The steps
-// run in order because the first needs the controller stopped.
+// running, an uninstall, an upgrade, a tenant's CSV claiming a CRD, an uninstall that opted in to
+// operand cleanup and two tenants sharing a bundled ClusterRole. The steps run in order because the
+// first needs the controller stopped.
 func TestDeletePath(t *testing.T) {
 	env := testenv.Shared(t)
 	c := env.Client
@@ -129,6 +130,10 @@ func TestDeletePath(t *testing.T) {
 		waitGone(t, c, mine, "the operand in the OperatorGroup's target namespace")
 		waitGone(t, c, csv, "the CSV, once its operands are gone")
 		mustExist(t, c, elsewhere, "an operand outside the target namespaces")
+	})
+
+	t.Run("a bundled ClusterRole another tenant's CSV of the package still uses", func(t *testing.T) {
+		sharedBundledRole(t, c)
 	})
 }
 

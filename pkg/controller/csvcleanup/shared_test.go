@@ -13,10 +13,9 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// TestSharedBundledRoleAcrossTenants runs issue 31's item 2 through the csv-cleanup reconciler and
+// sharedBundledRole runs issue 31's item 2 through the csv-cleanup reconciler and
 // the orphan sweep: team-a runs v1.0.0 of a package in its namespace; team-b installs v2.0.0 in
 // another, and OLM relabels the bundled ClusterRole olm.owner=<team-b's CSV> (OLM issue #2985);
 // team-b uninstalls: the role stays for team-a; team-a uninstalls later: the sweep deletes it.
@@ -24,11 +23,10 @@ import (
 //
 // Fails before the fix: team-b's cleanup deleted the role through the name-only path of
 // cleanup.Owned (no other CSV had team-b's CSV name), while team-a's CSV still ran.
-func TestSharedBundledRoleAcrossTenants(t *testing.T) {
-	env := testenv.Shared(t)
-	c := env.Client
+//
+// It runs inside TestDeletePath, whose controller is running (one per test binary).
+func sharedBundledRole(t *testing.T, c client.Client) {
 	ctx := context.Background()
-	startController(t, env)
 	sweeper := &csvcleanup.Sweeper{Client: c, Reader: c, Recorder: events.NewFakeRecorder(10)}
 
 	for _, tc := range []struct{ name, pkg, v1, v2 string }{
