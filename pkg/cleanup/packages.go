@@ -146,10 +146,10 @@ func namePrefixes(name string) []string {
 // ClusterRoleBinding, an APIService, the kube-system auth-reader RoleBinding): it is still used
 // while a CSV other than self, in any namespace, has the name owner (the object's olm.owner) or
 // self's name, or has a package that is one of self's (PackagesOf) or begins owner up to a '.',
-// '-' or '_' (namePrefixes). self is the CSV being cleaned up, nil for the
-// orphan sweep; selfPackages are its packages. OLM relabels such an object olm.owner=<newest CSV>
-// when another namespace installs another version (OLM issue #2985): the label says who applied it
-// last, not who uses it.
+// '-' or '_' (namePrefixes). self is the CSV being cleaned up, nil for the orphan sweep. OLM
+// relabels such an object olm.owner=<newest CSV> when another namespace installs another version
+// (OLM issue #2985): the label says who applied it last, not who uses it. Every source of a
+// package only ever adds users, so a wrong or hostile one can keep an object, never delete one.
 func (u Users) StillUsed(owner string, self *CSVRef) bool {
 	isSelf := func(id nsName) bool { return self != nil && id.ns == self.Namespace && id.name == self.Name }
 	others := func(ids []nsName) bool {
