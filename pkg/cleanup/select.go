@@ -18,23 +18,47 @@ type Object struct {
 	Labels map[string]string
 }
 
-// Owned reports whether an object belongs to the CSV ns/name:
-//   - it carries all three owner labels of that CSV, as OLM labels what it creates for a CSV; or
-//   - it is a ClusterRole or ClusterRoleBinding that OLM labelled only olm.owner=<name> (a bundle
-//     manifest, OLM issue #2985), and no other CSV anywhere has that name, so the label is
-//     unambiguous.
+// Owned reports whether the cleanup of the CSV self deletes a cluster object:
+//   - it carries all three owner labels of self, as OLM labels what it creates for a CSV; or
+//   - it is a ClusterRole or ClusterRoleBinding that OLM labelled only olm.owner=<self> (a bundle
+//     manifest, OLM issue #2985);
 //
-// otherNames are the names of every other non-copied CSV in the cluster.
-func Owned(o Object, name, ns string, otherNames map[string]bool) bool {
+// and, when OLM gives the object the same name in every namespace and version of the package
+// (SharedByPackage), no other CSV of the package still uses it (Users.StillUsed). Objects named
+// per CSV version and namespace (the ClusterRoles of clusterPermissions, webhook configurations)
+// go with their CSV as OLM's own finalizer deletes them. services are self's Services
+// (ServiceNames).
+func Owned(o Object, self CSVRef, users Users, services map[string]bool) bool {
 	l := o.Labels
-	if l[olm.OwnerLabel] != name {
+	if l[olm.OwnerLabel] != self.Name {
 		return false
 	}
-	if l[olm.OwnerNamespaceLabel] == ns && l[olm.OwnerKindLabel] == olm.ClusterServiceVersionKind {
-		return true
+	full := l[olm.OwnerNamespaceLabel] == self.Namespace && l[olm.OwnerKindLabel] == olm.ClusterServiceVersionKind
+	if !full && !bundleManifestRBAC(o) {
+		return false
 	}
-	return bundleManifestRBAC(o) && !otherNames[name]
+	return !SharedByPackage(o, services) || !users.StillUsed(self.Name, &self)
 }
+
+// SharedByPackage reports whether OLM gives o one name for every namespace and version of a
+// package, so that its owner labels name whichever CSV applied it last: a bundle manifest
+// ClusterRole or binding (labelled olm.owner only, #2985), an APIService (<version>.<group>), or
+// the <service>-system:auth-delegator ClusterRoleBinding that olm-operator server-side-applies
+// with the labels of the CSV it installs (install/certresources.go).
+func SharedByPackage(o Object, services map[string]bool) bool {
+	switch {
+	case bundleManifestRBAC(o), o.Kind == "APIService":
+		return true
+	case o.Kind == "ClusterRoleBinding":
+		svc, ok := strings.CutSuffix(o.Name, authDelegatorSuffix)
+		return ok && services[svc]
+	}
+	return false
+}
+
+// authDelegatorSuffix ends the name of the ClusterRoleBinding OLM creates for a webhook or API
+// Service: <service>-system:auth-delegator.
+const authDelegatorSuffix = "-system:auth-delegator"
 
 // bundleManifestRBAC reports whether o is a ClusterRole or ClusterRoleBinding labelled as OLM
 // labels the bundle manifests it applies: olm.owner without olm.owner.namespace or olm.owner.kind
@@ -62,11 +86,13 @@ func ServiceNames(csv *v1alpha1.ClusterServiceVersion) map[string]bool {
 }
 
 // AuthReaderDeletable reports whether the kube-system RoleBinding <service>-auth-reader may go with
-// the CSV: its subjects are all ServiceAccounts of the CSV's namespace, and no other live CSV of
-// that namespace (an upgrade's successor, typically) serves the same Service. A CSV being deleted
-// is not live: after an uninstall right behind an upgrade, the replaced CSV and its successor are
-// deleted together, and each keeping the binding for the other would leave it for good.
-func AuthReaderDeletable(service string, subjects []Subject, csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion) bool {
+// the CSV self: its subjects are all ServiceAccounts of self's namespace, no other live CSV of that
+// namespace (an upgrade's successor, typically) serves the same Service, and no other CSV of the
+// package in any namespace still uses it (Users.StillUsed): the binding's name does not hold the
+// namespace, so every namespace that installs the package shares it. A CSV being deleted is not
+// live: after an uninstall right behind an upgrade, the replaced CSV and its successor are deleted
+// together, and each keeping the binding for the other would leave it for good.
+func AuthReaderDeletable(service string, subjects []Subject, self CSVRef, users Users, csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion) bool {
 	if len(subjects) == 0 {
 		return false
 	}
@@ -81,7 +107,7 @@ func AuthReaderDeletable(service string, subjects []Subject, csv *v1alpha1.Clust
 			return false
 		}
 	}
-	return true
+	return !users.StillUsed(self.Name, &self)
 }
 
 // Subject is a RoleBinding subject.
@@ -162,24 +188,6 @@ func TargetNamespaces(groupNamespaces, all []string) []string {
 	return groupNamespaces
 }
 
-// CSVNames holds the name of every non-copied CSV in the cluster and the package part of each
-// name (what precedes ".v<digit>" in the <package>.v<version> names bundle tools write).
-type CSVNames map[string]bool
-
-// Add records a CSV's name and its package.
-func (n CSVNames) Add(csv string) {
-	n[csv] = true
-	if p, ok := csvPackage(csv); ok {
-		n[p+".v"] = true
-	}
-}
-
-// HasVersionOf reports whether csv, or another version of its package, exists.
-func (n CSVNames) HasVersionOf(csv string) bool {
-	p, ok := csvPackage(csv)
-	return n[csv] || ok && n[p+".v"]
-}
-
 // csvPackage is the part of a CSV name before its first ".v" followed by a digit.
 func csvPackage(csv string) (string, bool) {
 	for i := 0; i+2 < len(csv); i++ {
@@ -193,11 +201,12 @@ func csvPackage(csv string) (string, bool) {
 // OrphanedRBAC reports whether a ClusterRole or ClusterRoleBinding is a bundle manifest OLM
 // labelled olm.managed and olm.owner=<csv> only (OLM issue #2985) whose operator exists nowhere:
 // OLM's own garbage collection, which matches all three owner labels, never finds it, and
-// olmguard's cleanup ran for no CSV of that name. An InstallPlan still executing after its
+// olmguard's cleanup ran for no CSV still using it. An InstallPlan still executing after its
 // operator was uninstalled (re)creates such objects (docs/cleanup.md, "Uninstall during an
-// upgrade"). While any version of the package runs it is kept: an upgrade plan that failed after
-// relabelling the role for the version it never installed leaves it to the version still running.
-func OrphanedRBAC(o Object, csvs CSVNames) bool {
+// upgrade"), and a role another namespace's CSV kept at its uninstall goes once the last CSV of
+// the package is gone. The rule is the cleanup's (Users.StillUsed, with no CSV being cleaned up):
+// while any version of the package runs, in any namespace, the object is kept.
+func OrphanedRBAC(o Object, users Users) bool {
 	name := o.Labels[olm.OwnerLabel]
-	return bundleManifestRBAC(o) && name != "" && o.Labels[olm.ManagedLabel] == olm.ManagedLabelValue && !csvs.HasVersionOf(name)
+	return bundleManifestRBAC(o) && name != "" && o.Labels[olm.ManagedLabel] == olm.ManagedLabelValue && !users.StillUsed(name, nil)
 }

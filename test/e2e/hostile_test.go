@@ -85,6 +85,28 @@ func TestHostileObjects(t *testing.T) {
 		}
 	})
 
+	t.Run("another version of a package another tenant runs", func(t *testing.T) {
+		// Issue 31, item 2: team-a runs zeta v1.0.0; team-b installs v2.0.0 in its own namespace,
+		// and OLM relabels the bundled ClusterRole both share olm.owner=zeta.v2.0.0 (#2985); team-b
+		// uninstalls. Fails before the fix: olmguard's cleanup of zeta.v2.0.0 deleted the role
+		// while team-a's zeta.v1.0.0 still ran (stock OLM keeps it).
+		v1 := olmsim.Bundle{Package: "zeta", Channel: "stable", CSVName: "zeta.v1.0.0", Version: "1.0.0",
+			Image: "registry.example/zeta-bundle:v1.0.0", BundledClusterRole: "hostile-zeta-reader"}
+		v2 := v1
+		v2.CSVName, v2.Version, v2.Image = "zeta.v2.0.0", "2.0.0", "registry.example/zeta-bundle:v2.0.0"
+		installOperator(t, ctx, sim, &olmsim.Catalog{Name: "hostile-zeta-v1", Bundles: []olmsim.Bundle{v1}}, "hostile-zeta-a", "zeta", "hostile-zeta-a")
+		subB := installOperator(t, ctx, sim, &olmsim.Catalog{Name: "hostile-zeta-v2", Bundles: []olmsim.Bundle{v2}}, "hostile-zeta-b", "zeta", "hostile-zeta-b")
+		role := &rbacv1.ClusterRole{}
+		if err := c.Client.Get(ctx, types.NamespacedName{Name: "hostile-zeta-reader"}, role); err != nil || role.Labels[olm.OwnerLabel] != "zeta.v2.0.0" {
+			t.Fatalf("bundled ClusterRole labels %v (err %v), want olm.owner=zeta.v2.0.0", role.Labels, err)
+		}
+		uninstall(t, ctx, c, sim, subB)
+		waitCSVGone(t, ctx, c, "hostile-zeta-b", "zeta.v2.0.0", testenv.Patience)
+		if err := c.Client.Get(ctx, types.NamespacedName{Name: "hostile-zeta-reader"}, role); err != nil || role.DeletionTimestamp != nil {
+			t.Errorf("the bundled ClusterRole team-a's zeta.v1.0.0 still uses, after team-b's uninstall: err %v", err)
+		}
+	})
+
 	t.Run("a CSV claiming another tenant's CRD", func(t *testing.T) {
 		owner := &olmsim.Catalog{Name: "hostile-widgets", Bundles: []olmsim.Bundle{widgetBundle("owner", 1)}}
 		installOperator(t, ctx, sim, owner, "hostile-owner", "owner", "hostile-tenant")

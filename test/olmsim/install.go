@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -86,28 +87,51 @@ func (s *Sim) executeSteps(ctx context.Context, ip *v1alpha1.InstallPlan) error 
 		}
 		b := cat.bundle(st.Resolving)
 		var err error
+		status := "Created"
 		switch st.Resource.Kind {
 		case "CustomResourceDefinition":
-			err = s.ensureCRD(ctx, b, st.Resource.Name)
+			var existed bool
+			existed, err = s.ensureCRD(ctx, b, st.Resource.Name, ip.Namespace, st.Resolving)
+			if existed {
+				status = "Present" // as OLM marks a CRD step whose CRD it updated
+			}
 		case olm.ClusterServiceVersionKind:
 			err = s.installCSV(ctx, ip.Namespace, b, ref.Replaces)
 		}
 		if err != nil {
 			return err
 		}
-		st.Status = "Created"
+		st.Status = status
 	}
 	return nil
 }
 
-func (s *Sim) ensureCRD(ctx context.Context, b *Bundle, name string) error {
+// installedAlongsidePrefix starts the annotation OLM's catalog-operator writes on a CRD it creates
+// or updates for a plan step, one per CSV: <namespace>/<CSV name> of the step's resolving CSV
+// (OLM's catalog/step.go, package internal/alongside, v0.18 onwards).
+const installedAlongsidePrefix = "operatorframework.io/installed-alongside-"
+
+// installedAlongside is the annotation key and value for the CSV ns/csv: the key ends with the
+// 64-bit FNV-1a hash of "<ns>/<csv>" in hex, as OLM names it.
+func installedAlongside(ns, csv string) (string, string) {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(ns + "/" + csv))
+	return fmt.Sprintf("%s%x", installedAlongsidePrefix, h.Sum64()), ns + "/" + csv
+}
+
+// ensureCRD creates a CRD of the bundle, labelled olm.managed and annotated installed alongside the
+// CSV ns/csv, as OLM's CRD step does; an existing CRD gets that annotation added (OLM updates the
+// whole CRD, which the simulator skips). It reports whether the CRD existed.
+func (s *Sim) ensureCRD(ctx context.Context, b *Bundle, name, ns, csv string) (bool, error) {
+	key, value := installedAlongside(ns, csv)
 	for _, d := range b.OwnedCRDs {
 		if d.Name != name {
 			continue
 		}
 		plural, group, _ := strings.Cut(d.Name, ".")
 		crd := &apiextensionsv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: d.Name, Labels: map[string]string{olm.ManagedLabel: olm.ManagedLabelValue}},
+			ObjectMeta: metav1.ObjectMeta{Name: d.Name, Labels: map[string]string{olm.ManagedLabel: olm.ManagedLabelValue},
+				Annotations: map[string]string{key: value}},
 			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 				Group: group, Scope: apiextensionsv1.NamespaceScoped,
 				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: d.Kind, ListKind: d.Kind + "List", Singular: strings.ToLower(d.Kind)},
@@ -116,13 +140,20 @@ func (s *Sim) ensureCRD(ctx context.Context, b *Bundle, name string) error {
 						Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
 			},
 		}
-		// OLM never deletes CRDs; an existing one is updated in place, which the simulator skips.
-		if err := s.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating CRD %s: %w", d.Name, err)
+		// OLM never deletes CRDs; an existing one is updated in place, which the simulator skips
+		// but for OLM's annotation.
+		err := s.Client.Create(ctx, crd)
+		existed := apierrors.IsAlreadyExists(err)
+		if existed {
+			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value)
+			err = s.Client.Patch(ctx, crd, client.RawPatch(types.MergePatchType, patch))
 		}
-		return waitCRDEstablished(ctx, s.Client, d.Name)
+		if err != nil {
+			return existed, fmt.Errorf("creating CRD %s: %w", d.Name, err)
+		}
+		return existed, waitCRDEstablished(ctx, s.Client, d.Name)
 	}
-	return fmt.Errorf("bundle %s does not own CRD %s", b.CSVName, name)
+	return false, fmt.Errorf("bundle %s does not own CRD %s", b.CSVName, name)
 }
 
 // deploymentName is the name of the bundle's operator Deployment and ServiceAccount.

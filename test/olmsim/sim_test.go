@@ -2,10 +2,12 @@ package olmsim_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -133,5 +135,69 @@ func TestSimRecreatesDeletedCatalogPod(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal("no new catalog pod after the old one was deleted")
+	}
+}
+
+// A plan's CRD steps do what OLM's catalog-operator does to a CRD: create it labelled olm.managed
+// and annotated operatorframework.io/installed-alongside-<hash>: <namespace>/<CSV>, marking the step
+// Created; for a CRD that exists, add that annotation and mark the step Present. olmguard's
+// operand cleanup reads both as OLM's evidence (docs/cleanup.md).
+func TestSimCRDStepsAsOLM(t *testing.T) {
+	sim, ctx := newSim(t, olmsim.V0_46)
+	const crdName = "gizmos.olmsim.example.com"
+	cat := &olmsim.Catalog{Name: "gizmos", Bundles: []olmsim.Bundle{{Package: "gizmo", Channel: "stable", CSVName: "gizmo.v1", Version: "1.0.0",
+		Image: "registry.example/gizmo:v1", OwnedCRDs: []v1alpha1.CRDDescription{{Name: crdName, Version: "v1", Kind: "Gizmo"}}}}}
+	if err := sim.AddCatalog(ctx, cat); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus := map[int]string{0: "Created", 1: "Present"}
+	var namespaces []string
+	for i := range 2 {
+		ns := uniqueNS("gizmo")
+		namespaces = append(namespaces, ns)
+		if _, err := sim.CreateOperatorGroup(ctx, ns, "og", ns); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sim.CreateSubscription(ctx, ns, "gizmo", cat, "gizmo", v1alpha1.ApprovalAutomatic); err != nil {
+			t.Fatal(err)
+		}
+		ip, err := sim.Install(ctx, ns, false)
+		if err != nil || ip == nil {
+			t.Fatalf("install %d: plan %v, err %v", i, ip, err)
+		}
+		plan := &v1alpha1.InstallPlan{}
+		if err := sim.Admin.Get(ctx, client.ObjectKeyFromObject(ip), plan); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, st := range plan.Status.Plan {
+			if st.Resource.Kind == "CustomResourceDefinition" && st.Resource.Name == crdName {
+				found = true
+				if st.Resolving != "gizmo.v1" || st.Status != wantStatus[i] {
+					t.Errorf("install %d: CRD step resolving %q status %q, want gizmo.v1 and %s", i, st.Resolving, st.Status, wantStatus[i])
+				}
+			}
+		}
+		if !found {
+			t.Errorf("install %d: no CRD step in %+v", i, plan.Status.Plan)
+		}
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := sim.Admin.Get(ctx, types.NamespacedName{Name: crdName}, crd); err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]bool{}
+	for k, v := range crd.Annotations {
+		if strings.HasPrefix(k, "operatorframework.io/installed-alongside-") {
+			values[v] = true
+		}
+	}
+	for _, ns := range namespaces {
+		if !values[ns+"/gizmo.v1"] {
+			t.Errorf("CRD annotations %v: none names %s/gizmo.v1", crd.Annotations, ns)
+		}
+	}
+	if crd.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
+		t.Errorf("CRD labels %v, want olm.managed=true", crd.Labels)
 	}
 }

@@ -29,8 +29,9 @@ var widgets = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind:
 
 // TestDeletePath runs the cleanup finalizer's delete path against a real apiserver, with OLM away
 // (nothing else touches the objects): a CSV deleted while the controller is down, then, with it
-// running, an uninstall, an upgrade and an uninstall that opted in to operand cleanup. The steps
-// run in order because the first needs the controller stopped.
+// running, an uninstall, an upgrade, a tenant's CSV claiming a CRD, an uninstall that opted in to
+// operand cleanup and two tenants sharing a bundled ClusterRole. The steps run in order because the
+// first needs the controller stopped.
 func TestDeletePath(t *testing.T) {
 	env := testenv.Shared(t)
 	c := env.Client
@@ -103,9 +104,24 @@ func TestDeletePath(t *testing.T) {
 		waitGone(t, c, next, "the new CSV, uninstalled in turn")
 	})
 
+	t.Run("a tenant's CSV claiming a CRD OLM never installed for it deletes no custom resource", func(t *testing.T) {
+		// Created by hand (no InstallPlan), claiming the Widget CRD nobody else's CSV owns, with
+		// operand cleanup on. Fails before the fix: its deletion deleted every Widget in its
+		// target namespaces.
+		ns := namespace(t, c, "claimant")
+		csv := createCSV(t, c, ns, "claimant.v1", "", true)
+		victim := createWidget(t, c, ns, "not-the-claimants")
+		if err := c.Delete(ctx, csv); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c, csv, "the claimant's CSV")
+		mustExist(t, c, victim, "a custom resource of a CRD OLM did not install for the deleted CSV")
+	})
+
 	t.Run("uninstall that opted in to operand cleanup", func(t *testing.T) {
 		ns := namespace(t, c, "operands")
 		csv := createCSV(t, c, ns, "op.v1", "", true)
+		createCRDPlan(t, c, ns, "op.v1", "widgets.example.com") // OLM installed the CRD for it
 		mine := createWidget(t, c, ns, "mine")
 		elsewhere := createWidget(t, c, namespace(t, c, "operands-elsewhere"), "not-targeted")
 		if err := c.Delete(ctx, csv); err != nil {
@@ -114,6 +130,10 @@ func TestDeletePath(t *testing.T) {
 		waitGone(t, c, mine, "the operand in the OperatorGroup's target namespace")
 		waitGone(t, c, csv, "the CSV, once its operands are gone")
 		mustExist(t, c, elsewhere, "an operand outside the target namespaces")
+	})
+
+	t.Run("a bundled ClusterRole another tenant's CSV of the package still uses", func(t *testing.T) {
+		sharedBundledRole(t, c)
 	})
 }
 
@@ -250,5 +270,26 @@ func mustExist(t *testing.T, c client.Client, o client.Object, what string) {
 		t.Errorf("%s: %v", what, err)
 	} else if got.GetDeletionTimestamp() != nil {
 		t.Errorf("%s is being deleted", what)
+	}
+}
+
+// createCRDPlan writes an InstallPlan in ns whose status shows, as OLM's catalog-operator writes
+// it, a step that created CRD crd for the CSV csv.
+func createCRDPlan(t *testing.T, c client.Client, ns, csv, crd string) {
+	t.Helper()
+	ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "install-", Namespace: ns},
+		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{csv}, Approval: v1alpha1.ApprovalAutomatic, Approved: true}}
+	if err := c.Create(context.Background(), ip); err != nil {
+		t.Fatal(err)
+	}
+	ip.Status = v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseComplete, CatalogSources: []string{},
+		Plan: []*v1alpha1.Step{
+			{Resolving: csv, Status: "Created", Resource: v1alpha1.StepResource{CatalogSource: "cat", CatalogSourceNamespace: ns,
+				Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Name: crd}},
+			{Resolving: csv, Status: "Created", Resource: v1alpha1.StepResource{CatalogSource: "cat", CatalogSourceNamespace: ns,
+				Group: olm.Group, Version: "v1alpha1", Kind: olm.ClusterServiceVersionKind, Name: csv}},
+		}}
+	if err := c.Status().Update(context.Background(), ip); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -175,28 +175,30 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, csv *v1alpha1.ClusterS
 	if err := r.Client.List(ctx, all); err != nil {
 		return reconcile.Result{}, err
 	}
+	subs := &v1alpha1.SubscriptionList{}
+	if err := r.Client.List(ctx, subs, client.InNamespace(csv.Namespace)); err != nil {
+		return reconcile.Result{}, err
+	}
 	var others, sameNamespace []v1alpha1.ClusterServiceVersion
-	otherNames := map[string]bool{}
+	var refs []cleanup.CSVRef
 	for _, o := range all.Items {
 		if o.Namespace == csv.Namespace && o.Name == csv.Name {
 			continue
 		}
 		others = append(others, o)
+		var nsSubs []v1alpha1.Subscription
 		if o.Namespace == csv.Namespace {
 			sameNamespace = append(sameNamespace, o)
+			nsSubs = subs.Items
 		}
-		if !o.IsCopied() {
-			otherNames[o.Name] = true
-		}
+		refs = append(refs, cleanup.CSVRefOf(o.Namespace, o.Name, o.Labels, o.Annotations, string(o.Status.Reason), o.DeletionTimestamp != nil, nsSubs))
 	}
-	subs := &v1alpha1.SubscriptionList{}
-	if err := r.Client.List(ctx, subs, client.InNamespace(csv.Namespace)); err != nil {
-		return reconcile.Result{}, err
-	}
+	self := cleanup.CSVRefOf(csv.Namespace, csv.Name, csv.Labels, csv.Annotations, string(csv.Status.Reason), true, subs.Items)
+	users := cleanup.NewUsers(refs)
 	kind, why := cleanup.Classify(csv, sameNamespace, subs.Items)
 	log = log.WithValues("classification", kind)
 
-	n, err := r.deleteClusterObjects(ctx, csv, otherNames, sameNamespace)
+	n, err := r.deleteClusterObjects(ctx, csv, self, users, sameNamespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -249,8 +251,9 @@ func (r *Reconciler) patch(ctx context.Context, obj client.Object, ops []jsonpat
 
 // deleteClusterObjects deletes the cluster-scoped objects that belong to the CSV, and its
 // kube-system auth-reader RoleBindings when no other CSV needs them. It returns how many it deleted.
-func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, otherNames map[string]bool, sameNamespace []v1alpha1.ClusterServiceVersion) (int, error) {
+func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, self cleanup.CSVRef, users cleanup.Users, sameNamespace []v1alpha1.ClusterServiceVersion) (int, error) {
 	deleted := 0
+	services := cleanup.ServiceNames(csv)
 	for _, gvk := range clusterKinds {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -262,7 +265,7 @@ func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.Clu
 		}
 		for i := range list.Items {
 			o := &list.Items[i]
-			if !cleanup.Owned(cleanup.Object{Kind: gvk.Kind, Name: o.Name, UID: o.UID, Labels: o.Labels}, csv.Name, csv.Namespace, otherNames) {
+			if !cleanup.Owned(cleanup.Object{Kind: gvk.Kind, Name: o.Name, UID: o.UID, Labels: o.Labels}, self, users, services) {
 				continue
 			}
 			o.SetGroupVersionKind(gvk)
@@ -275,7 +278,7 @@ func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.Clu
 			}
 		}
 	}
-	for svc := range cleanup.ServiceNames(csv) {
+	for svc := range services {
 		rb := &rbacv1.RoleBinding{}
 		err := r.Reader.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: olm.AuthReaderRoleBindingName(svc)}, rb)
 		if apierrors.IsNotFound(err) {
@@ -288,7 +291,7 @@ func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.Clu
 		for _, s := range rb.Subjects {
 			subjects = append(subjects, cleanup.Subject{Kind: s.Kind, Name: s.Name, Namespace: s.Namespace})
 		}
-		if !cleanup.AuthReaderDeletable(svc, subjects, csv, sameNamespace) {
+		if !cleanup.AuthReaderDeletable(svc, subjects, self, users, csv, sameNamespace) {
 			continue
 		}
 		ok, err := r.deleteExact(ctx, rb)
@@ -316,13 +319,15 @@ func (r *Reconciler) deleteExact(ctx context.Context, o client.Object) (bool, er
 	return true, nil
 }
 
-// deleteOperands deletes the custom resources of the CRDs the CSV alone owns, in the namespaces
-// its OperatorGroup targets. It returns how many still exist and how many it asked to delete.
+// deleteOperands deletes the custom resources of the CRDs the CSV alone owns and OLM installed for
+// it (cleanup.OLMInstalledCRD), in the namespaces its OperatorGroup targets. It returns how many
+// still exist and how many it asked to delete.
 func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion) (remaining, deleted int, err error) {
 	targets, err := r.targetNamespaces(ctx, csv.Namespace)
 	if err != nil || len(targets) == 0 {
 		return 0, 0, err
 	}
+	var fromPlans map[string]bool // read once, and only when a CRD lacks OLM's annotation
 	for _, d := range cleanup.OperandCRDs(csv, others) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := r.Reader.Get(ctx, types.NamespacedName{Name: d.Name}, crd); err != nil {
@@ -330,6 +335,17 @@ func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterSe
 				continue
 			}
 			return 0, 0, err
+		}
+		if fromPlans == nil && !cleanup.OLMInstalledCRD(crd.Name, crd.Annotations, csv.Namespace, csv.Name, nil) {
+			if fromPlans, err = r.planCRDs(ctx, csv); err != nil {
+				return 0, 0, err
+			}
+		}
+		if !cleanup.OLMInstalledCRD(crd.Name, crd.Annotations, csv.Namespace, csv.Name, fromPlans) {
+			ctrl.LoggerFrom(ctx).Info("operands kept: OLM did not install their CRD for this CSV", "crd", crd.Name)
+			r.Recorder.Eventf(csv, nil, corev1.EventTypeNormal, "OperandsKept", "Cleanup",
+				"custom resources of CRD %s kept: no InstallPlan step of this namespace and no OLM annotation on the CRD shows OLM installed it for this CSV", crd.Name)
+			continue
 		}
 		if crd.Spec.Scope != apiextensionsv1.NamespaceScoped || crd.Spec.Names.Kind != d.Kind {
 			continue // cluster-scoped operands cannot be limited to target namespaces
@@ -363,6 +379,29 @@ func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterSe
 		}
 	}
 	return remaining, deleted, nil
+}
+
+// planPageSize bounds the InstallPlans read at once: a plan of an older OLM carries whole
+// manifests in its steps.
+const planPageSize = 5
+
+// planCRDs reads the InstallPlans of the CSV's namespace, a page at a time, and returns the CRDs
+// their steps show OLM applied for the CSV (cleanup.PlanCRDs).
+func (r *Reconciler) planCRDs(ctx context.Context, csv *v1alpha1.ClusterServiceVersion) (map[string]bool, error) {
+	crds := map[string]bool{}
+	cont := ""
+	for {
+		plans := &v1alpha1.InstallPlanList{}
+		if err := r.Reader.List(ctx, plans, client.InNamespace(csv.Namespace), client.Limit(planPageSize), client.Continue(cont)); err != nil {
+			return nil, fmt.Errorf("listing InstallPlans in %s: %w", csv.Namespace, err)
+		}
+		for i := range plans.Items {
+			cleanup.PlanCRDs(&plans.Items[i], csv.Name, crds)
+		}
+		if cont = plans.Continue; cont == "" {
+			return crds, nil
+		}
+	}
 }
 
 func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {

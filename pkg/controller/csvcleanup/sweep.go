@@ -65,12 +65,12 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 	if err := s.Reader.List(ctx, csvs); err != nil {
 		return fmt.Errorf("listing CSVs: %w", err)
 	}
-	names := cleanup.CSVNames{}
+	refs := make([]cleanup.CSVRef, 0, len(csvs.Items))
 	for _, c := range csvs.Items {
-		if !olm.IsCopiedCSV(c.Namespace, c.Labels, c.Annotations, "") {
-			names.Add(c.Name)
-		}
+		// Metadata only: a copy is known by its label and annotation here, not its status reason.
+		refs = append(refs, cleanup.CSVRefOf(c.Namespace, c.Name, c.Labels, c.Annotations, "", c.DeletionTimestamp != nil, nil))
 	}
+	users := cleanup.NewUsers(refs)
 	now := map[types.UID]bool{}
 	for _, gvk := range rbacKinds {
 		list := &metav1.PartialObjectMetadataList{}
@@ -80,7 +80,7 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 		}
 		for i := range list.Items {
 			o := &list.Items[i]
-			if !cleanup.OrphanedRBAC(cleanup.Object{Kind: gvk.Kind, Name: o.Name, UID: o.UID, Labels: o.Labels}, names) {
+			if !cleanup.OrphanedRBAC(cleanup.Object{Kind: gvk.Kind, Name: o.Name, UID: o.UID, Labels: o.Labels}, users) {
 				continue
 			}
 			if !s.suspects[o.UID] {
