@@ -32,7 +32,7 @@ func (w Webhook) Admission() []admit.Endpoint {
 		},
 		{ // F3: add the cleanup finalizer to CSVs that lack it; copies own nothing.
 			Webhook: registration.Webhook{Name: "clusterserviceversions.mutate.olmguard.io", Path: olmguard.MutateClusterServiceVersionsPath, Mutating: true,
-				Rules: registration.OLMRule("clusterserviceversions", create, update), ObjectSelector: registration.NotCopied(),
+				Rules:           registration.OLMRule("clusterserviceversions", create, update),
 				MatchConditions: registration.WithoutCleanupFinalizer()},
 			Handler: admit.Static(mutate.CSVHandler{}),
 		},

@@ -79,3 +79,34 @@ func TestCleanupFinalizerGuardIgnoresCopyLabel(t *testing.T) {
 		})
 	}
 }
+
+// Before any deletion: a CSV labelled as a copy in one update and stripped of olmguard's finalizer
+// in the next gets the finalizer back from the mutating webhook, so its later deletion still runs
+// the cleanup. Fails before the fix: the mutating webhook's object selector on olm.copiedFrom kept
+// the second update from being sent, and the handler would have taken the label for OLM's.
+func TestCleanupFinalizerKeptWhenLabelledAsCopy(t *testing.T) {
+	requireEnv(t)
+	ctx := context.Background()
+	ns := namespace(t, "copy-label-live")
+	csv := &v1alpha1.ClusterServiceVersion{
+		ObjectMeta: metav1.ObjectMeta{Name: "live.v1", Namespace: ns},
+		Spec:       v1alpha1.ClusterServiceVersionSpec{DisplayName: "live", InstallStrategy: v1alpha1.NamedInstallStrategy{StrategyName: "deployment"}},
+	}
+	if err := env.Client.Create(ctx, csv); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer) {
+		t.Fatalf("finalizers %v: the webhook did not add olmguard's", csv.Finalizers)
+	}
+	csv.Labels = map[string]string{olm.CopiedFromLabel: "elsewhere"}
+	if err := env.Client.Update(ctx, csv); err != nil {
+		t.Fatal(err)
+	}
+	csv.Finalizers = slices.DeleteFunc(csv.Finalizers, func(f string) bool { return f == olmguard.CleanupFinalizer })
+	if err := env.Client.Update(ctx, csv); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer) {
+		t.Fatalf("finalizers %v after the update: olmguard's was not put back", csv.Finalizers)
+	}
+}
