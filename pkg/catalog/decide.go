@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/olmguard/olmguard/pkg/olm"
 )
@@ -34,8 +36,11 @@ const (
 	ReasonZoneOutage     Reason = "ZoneOutage"
 	ReasonWithinGrace    Reason = "WithinGrace"
 	ReasonNotCatalogPod  Reason = "NotCatalogPod"
-	ReasonNodeReady      Reason = "NodeReady"
-	ReasonNotScheduled   Reason = "NotScheduled"
+	// ReasonNotOwned: the pod carries the label but no CatalogSource of its namespace owns it
+	// (a tenant's look-alike, or a pod whose CatalogSource is gone).
+	ReasonNotOwned     Reason = "NotOwnedByCatalogSource"
+	ReasonNodeReady    Reason = "NodeReady"
+	ReasonNotScheduled Reason = "NotScheduled"
 )
 
 // Decision is what to do with one catalog pod.
@@ -102,11 +107,38 @@ func readyCondition(n *corev1.Node) *corev1.NodeCondition {
 	return nil
 }
 
-// Decide chooses what to do with a catalog pod. node is nil when the pod's node does not exist;
-// goneSince is when that was first seen. now and grace are the clock and --catalog-pod-grace.
-func Decide(pod *corev1.Pod, node *corev1.Node, goneSince, now time.Time, grace time.Duration, health Health) Decision {
+// CatalogSourceOwner returns the pod's first ownerReference to a CatalogSource
+// (operators.coreos.com/v1alpha1): OLM sets one on every registry pod it creates, as controller
+// (olm-facts §5.2). Anyone who can create a pod can write such a reference, so it proves nothing
+// until a CatalogSource of that name and UID is found in the pod's namespace (Decide).
+func CatalogSourceOwner(pod *corev1.Pod) (metav1.OwnerReference, bool) {
+	for _, r := range pod.OwnerReferences {
+		if r.APIVersion == olm.V1alpha1APIVersion && r.Kind == olm.CatalogSourceKind && r.Name != "" && r.UID != "" {
+			return r, true
+		}
+	}
+	return metav1.OwnerReference{}, false
+}
+
+// OwnedByCatalogSource reports whether catalogSourceUID, the UID of the CatalogSource named by the
+// pod's CatalogSourceOwner in the pod's namespace ("" when none exists), is the one the pod names.
+// An ownerReference to a deleted CatalogSource, or to a recreated one of the same name, fails.
+func OwnedByCatalogSource(pod *corev1.Pod, catalogSourceUID types.UID) bool {
+	ref, ok := CatalogSourceOwner(pod)
+	return ok && catalogSourceUID != "" && ref.UID == catalogSourceUID
+}
+
+// Decide chooses what to do with a catalog pod. catalogSourceUID is the UID of the CatalogSource
+// in the pod's namespace named by its CatalogSourceOwner ("" when there is none): only a pod
+// owned by a live CatalogSource is ever deleted, whatever its labels say (a tenant can label any
+// pod olm.catalogSource). node is nil when the pod's node does not exist; goneSince is when that
+// was first seen. now and grace are the clock and --catalog-pod-grace.
+func Decide(pod *corev1.Pod, catalogSourceUID types.UID, node *corev1.Node, goneSince, now time.Time, grace time.Duration, health Health) Decision {
 	if _, ok := pod.Labels[olm.CatalogSourceLabel]; !ok {
 		return Decision{Reason: ReasonNotCatalogPod}
+	}
+	if !OwnedByCatalogSource(pod, catalogSourceUID) {
+		return Decision{Reason: ReasonNotOwned}
 	}
 	if pod.Spec.NodeName == "" {
 		return Decision{Reason: ReasonNotScheduled}

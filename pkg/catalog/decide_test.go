@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/olmguard/olmguard/pkg/catalog"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -48,8 +49,49 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := catalog.Decide(tt.pod, tt.node, tt.goneSince, now, grace, catalog.NodeHealth(tt.nodes))
+			got := catalog.Decide(tt.pod, scenario.CatalogSourceUID, tt.node, tt.goneSince, now, grace, catalog.NodeHealth(tt.nodes))
 			if got != tt.want {
+				t.Errorf("Decide = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Only a pod owned by a CatalogSource that exists in its namespace is ever deleted: the label
+// olm.catalogSource and an ownerReference are both written by whoever creates the pod. Every case
+// is a pod on a node NotReady past the grace, which the code before the fix deleted on its label
+// alone: fails before the fix for all rows but the last (Decide took no CatalogSource UID and
+// deleted each of them).
+func TestDecideOnlyPodsOfALiveCatalogSource(t *testing.T) {
+	const grace = 30 * time.Second
+	down := scenario.Node("a", "z1", corev1.ConditionUnknown, now.Add(-time.Minute))
+	nodes := []corev1.Node{down, scenario.Node("b", "z2", corev1.ConditionTrue, now.Add(-time.Hour)), scenario.Node("c", "z3", corev1.ConditionTrue, now.Add(-time.Hour))}
+	owned := func(edit func(r *metav1.OwnerReference)) *corev1.Pod {
+		p := scenario.CatalogPod("a", nil)
+		if edit == nil {
+			p.OwnerReferences = nil
+		} else {
+			edit(&p.OwnerReferences[0])
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		uid  types.UID // of the CatalogSource the reconciler found ("" = none of that name)
+		want catalog.Decision
+	}{
+		{"label only, no owner", owned(nil), scenario.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"owner with the wrong UID", owned(func(r *metav1.OwnerReference) { r.UID = "forged" }), scenario.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"kind CatalogSource in another apiVersion", owned(func(r *metav1.OwnerReference) { r.APIVersion = "evil.example/v1alpha1" }), scenario.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"another kind of the group", owned(func(r *metav1.OwnerReference) { r.Kind = "Subscription" }), scenario.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"owner CatalogSource does not exist", owned(func(*metav1.OwnerReference) {}), "", catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"owner without a UID, none found", owned(func(r *metav1.OwnerReference) { r.UID = "" }), "", catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"owned by the live CatalogSource", owned(func(*metav1.OwnerReference) {}), scenario.CatalogSourceUID, catalog.Decision{Delete: true, Reason: catalog.ReasonNodeNotReady}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := catalog.Decide(tt.pod, tt.uid, &down, time.Time{}, now, grace, catalog.NodeHealth(nodes)); got != tt.want {
 				t.Errorf("Decide = %+v, want %+v", got, tt.want)
 			}
 		})

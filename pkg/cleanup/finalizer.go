@@ -32,6 +32,19 @@ func WantsCleanupFinalizer(c CSVView) bool {
 	return !c.Copied() && !c.Deleting && c.Annotations[olmguard.CleanupAnnotation] != olmguard.CleanupDisabled
 }
 
+// WantsCleanupFinalizerOnUpdate is WantsCleanupFinalizer for an update from old to new: copy
+// marks do not count when the old object was not a copy, or held olmguard's finalizer, which
+// olmguard never puts on a copy. OLM marks its copies (label olm.copiedFrom, status.reason Copied,
+// the operator-namespace annotation) when it creates them, never later, so marks that appear on a
+// CSV olmguard guards were written by someone else, and must not take its finalizer off, in the
+// same update or in a later one (issue 31 item 7).
+func WantsCleanupFinalizerOnUpdate(old, new CSVView) bool {
+	if (!old.Copied() || HasFinalizer(old.Finalizers)) && new.Copied() {
+		return !new.Deleting && new.Annotations[olmguard.CleanupAnnotation] != olmguard.CleanupDisabled
+	}
+	return WantsCleanupFinalizer(new)
+}
+
 // HasFinalizer reports whether finalizers hold olmguard's cleanup finalizer.
 func HasFinalizer(finalizers []string) bool {
 	return slices.Contains(finalizers, olmguard.CleanupFinalizer)

@@ -158,13 +158,14 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	okNodes := a.listCluster(ctx, "Nodes", "F5", &corev1.NodeList{}, func(l client.ObjectList) {
 		nodes = append(nodes, l.(*corev1.NodeList).Items...)
 	})
-	if okPods && okNodes {
-		r.Findings = append(r.Findings, CheckCatalogPods(pods, nodes, o.Now(), o.StuckAfter)...)
-	}
 	var cats []v1alpha1.CatalogSource
-	if a.list(ctx, "CatalogSources", "OLM", &v1alpha1.CatalogSourceList{}, func(l client.ObjectList) {
+	okCats := a.list(ctx, "CatalogSources", "OLM", &v1alpha1.CatalogSourceList{}, func(l client.ObjectList) {
 		cats = append(cats, l.(*v1alpha1.CatalogSourceList).Items...)
-	}) {
+	})
+	if okPods && okNodes {
+		r.Findings = append(r.Findings, CheckCatalogPods(pods, nodes, o.Now(), o.StuckAfter, CatalogPodOwned(cats, okCats))...)
+	}
+	if okCats {
 		r.Findings = append(r.Findings, CheckCatalogSources(cats, o.Now(), o.PendingAfter)...)
 	}
 	if svc, ok := a.packageServer(ctx); ok {

@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/olmguard/olmguard/pkg/catalog"
 	"github.com/olmguard/olmguard/pkg/cleanup"
@@ -241,8 +242,10 @@ func CheckUnpackJobs(jobs []batchv1.Job, unpackConfigMap func(namespace, name st
 // terminating for longer than stuckAfter: the catalog serves nothing until they are gone (F5,
 // OLM issue #3208). It also finds catalog pods whose registry container was OOMKilled or is in
 // CrashLoopBackOff (class OLM), from the container statuses the kubelet writes; OLM's registry
-// update pods are left out (OLM deletes failing ones itself).
-func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stuckAfter time.Duration) []Finding {
+// update pods are left out (OLM deletes failing ones itself). owned (nil: every pod) tells the
+// pods of a live CatalogSource (CatalogPodOwned): only those get F5 findings, the ones
+// olmguard's controller heals; a tenant's pod labelled olm.catalogSource is not one of them.
+func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stuckAfter time.Duration, owned func(*corev1.Pod) bool) []Finding {
 	byName := map[string]*corev1.Node{}
 	for i := range nodes {
 		byName[nodes[i].Name] = &nodes[i]
@@ -257,12 +260,13 @@ func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stu
 			Fix: "olmguard's controller force-deletes it after --catalog-pod-grace so OLM recreates it on a healthy node; by hand: kubectl -n " +
 				p.Namespace + " delete pod " + p.Name + " --force --grace-period=0"}
 		node := byName[p.Spec.NodeName]
+		f5 := owned == nil || owned(p)
 		switch {
-		case node == nil:
+		case f5 && node == nil:
 			f.Check, f.Problem = "CatalogPodNodeGone", fmt.Sprintf("catalog %s runs on node %s, which no longer exists", p.Labels[olm.CatalogSourceLabel], p.Spec.NodeName)
-		case !catalog.NodeReady(node):
+		case f5 && !catalog.NodeReady(node):
 			f.Check, f.Problem = "CatalogPodNodeNotReady", fmt.Sprintf("catalog %s runs on node %s, which is NotReady", p.Labels[olm.CatalogSourceLabel], p.Spec.NodeName)
-		case p.DeletionTimestamp != nil && now.Sub(p.DeletionTimestamp.Time) >= stuckAfter:
+		case f5 && p.DeletionTimestamp != nil && now.Sub(p.DeletionTimestamp.Time) >= stuckAfter:
 			f.Check, f.Problem = "CatalogPodStuckTerminating", fmt.Sprintf("catalog %s pod terminating for %s past its grace period",
 				p.Labels[olm.CatalogSourceLabel], now.Sub(p.DeletionTimestamp.Time).Round(time.Second))
 		default:
@@ -276,4 +280,22 @@ func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stu
 		out = append(out, f)
 	}
 	return out
+}
+
+// CatalogPodOwned tells the pods owned by one of cats as pkg/catalog requires before the
+// controller acts: an ownerReference to a CatalogSource of the pod's namespace, same name and UID.
+// With listed false (the CatalogSources could not be read) an ownerReference to any CatalogSource
+// is enough.
+func CatalogPodOwned(cats []v1alpha1.CatalogSource, listed bool) func(*corev1.Pod) bool {
+	uids := map[types.NamespacedName]types.UID{}
+	for i := range cats {
+		uids[types.NamespacedName{Namespace: cats[i].Namespace, Name: cats[i].Name}] = cats[i].UID
+	}
+	return func(p *corev1.Pod) bool {
+		ref, ok := catalog.CatalogSourceOwner(p)
+		if !ok || !listed {
+			return ok
+		}
+		return catalog.OwnedByCatalogSource(p, uids[types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}])
+	}
 }

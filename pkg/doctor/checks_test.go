@@ -179,9 +179,34 @@ func TestCheckCatalogPods(t *testing.T) {
 		pod("stuck", "good", true, ago(10*time.Minute)),
 		pod("terminating", "good", true, ago(10*time.Second)),
 	}
-	got := CheckCatalogPods(pods, nodes, now, 5*time.Minute)
+	got := CheckCatalogPods(pods, nodes, now, 5*time.Minute, nil)
 	if c := checks(got); c != "F5:CatalogPodNodeNotReady:olm/on-bad,F5:CatalogPodNodeGone:olm/on-gone,F5:CatalogPodStuckTerminating:olm/stuck" {
 		t.Fatalf("findings %s", c)
+	}
+}
+
+// A pod a tenant labelled olm.catalogSource is no F5 finding: olmguard's controller leaves it
+// alone, so "olmguard heals it" (and the OlmguardFailureNotHealed alert after 30 min) would be
+// false. Fails before the fix: every labelled pod on a NotReady node was reported as F5.
+func TestCheckCatalogPodsOnlyOwned(t *testing.T) {
+	cs := v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: "ops", UID: "ops-uid"}}
+	bad := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}}
+	pod := func(name string, owner types.UID) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: name, Labels: map[string]string{olm.CatalogSourceLabel: "ops"}}, Spec: corev1.PodSpec{NodeName: "bad"}}
+		if owner != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: "ops", UID: owner}}
+		}
+		return p
+	}
+	pods := []corev1.Pod{pod("real", "ops-uid"), pod("label-only", ""), pod("forged", "forged-uid")}
+	got := CheckCatalogPods(pods, []corev1.Node{bad}, now, 5*time.Minute, CatalogPodOwned([]v1alpha1.CatalogSource{cs}, true))
+	if c := checks(got); c != "F5:CatalogPodNodeNotReady:olm/real" {
+		t.Fatalf("findings %s", c)
+	}
+	// CatalogSources unreadable: an ownerReference to a CatalogSource is enough.
+	got = CheckCatalogPods(pods, []corev1.Node{bad}, now, 5*time.Minute, CatalogPodOwned(nil, false))
+	if c := checks(got); c != "F5:CatalogPodNodeNotReady:olm/real,F5:CatalogPodNodeNotReady:olm/forged" {
+		t.Fatalf("findings without CatalogSources %s", c)
 	}
 }
 

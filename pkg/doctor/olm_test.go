@@ -240,7 +240,7 @@ func TestCheckCatalogPodContainers(t *testing.T) {
 		pod("update-pod", map[string]string{olm.CatalogSourceLabel: "", olm.CatalogSourceUpdateLabel: "ops"}, corev1.ContainerStatus{State: crash}),
 		pod("image-pull", nil, corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}),
 	}
-	got := CheckCatalogPods(pods, []corev1.Node{ready}, now, 5*time.Minute)
+	got := CheckCatalogPods(pods, []corev1.Node{ready}, now, 5*time.Minute, nil)
 	wants(t, got, "OLM:CatalogPodOOMKilled:olm/oom-looping,OLM:CatalogPodOOMKilled:olm/oom-now,OLM:CatalogPodCrashLoop:olm/crashing",
 		`kubectl -n olm patch catalogsource ops --type merge -p '{"spec":{"grpcPodConfig":{"memoryTarget":"512Mi"}}}'`, "",
 		"kubectl -n olm logs crashing -c registry-server --previous")

@@ -40,7 +40,17 @@ func (CSVHandler) Handle(_ context.Context, req admission.Request) admission.Res
 		ns = req.Namespace
 	}
 	v := cleanup.CSVView{Namespace: ns, Labels: m.Labels, Annotations: m.Annotations, Finalizers: m.Finalizers, Deleting: m.DeletionTimestamp != nil, Reason: reason}
-	if !cleanup.WantsCleanupFinalizer(v) {
+	want := cleanup.WantsCleanupFinalizer(v)
+	if req.Operation == "UPDATE" && len(req.OldObject.Raw) > 0 {
+		// Judged from the old object too: labelling a CSV olm.copiedFrom while removing the
+		// finalizer must not keep it off. An old object that cannot be read leaves the decision to
+		// the new one.
+		if om, oldReason, err := csvMetaAndReason(req.OldObject.Raw); err == nil {
+			want = cleanup.WantsCleanupFinalizerOnUpdate(cleanup.CSVView{Namespace: ns, Labels: om.Labels, Annotations: om.Annotations,
+				Finalizers: om.Finalizers, Reason: oldReason}, v)
+		}
+	}
+	if !want {
 		return admission.Allowed("")
 	}
 	ops := cleanup.AddFinalizerPatch(m.Finalizers, olmguard.CleanupFinalizer)

@@ -73,6 +73,47 @@ func TestCSVHandler(t *testing.T) {
 	}
 }
 
+// An update that marks a CSV as a copy while removing olmguard's finalizer gets the finalizer back:
+// whether a CSV is a copy is judged from the old object too, and OLM never turns a CSV into a copy
+// (issue 31 item 7). Fails before the fix: the handler read the new object only, took the label
+// for OLM's, and left the finalizer off, so the CSV's later deletion skipped the cleanup.
+func TestCSVHandlerCopyMarksAddedInAnUpdate(t *testing.T) {
+	plain := csvJSON(t, map[string]any{"finalizers": []string{olmguard.CleanupFinalizer}}, "")
+	copied := csvJSON(t, map[string]any{"labels": map[string]string{"olm.copiedFrom": "x"}}, "Copied")
+	tests := []struct {
+		name     string
+		old, obj []byte
+		want     bool // the finalizer is put back
+	}{
+		{"label added", plain, csvJSON(t, map[string]any{"labels": map[string]string{"olm.copiedFrom": "x"}}, ""), true},
+		{"labelled earlier, finalizer removed now", csvJSON(t, map[string]any{"labels": map[string]string{"olm.copiedFrom": "x"}, "finalizers": []string{olmguard.CleanupFinalizer}}, ""),
+			csvJSON(t, map[string]any{"labels": map[string]string{"olm.copiedFrom": "x"}}, ""), true},
+		{"operator namespace annotation added", plain, csvJSON(t, map[string]any{"annotations": map[string]string{"olm.operatorNamespace": "x"}}, ""), true},
+		{"label added, opted out in the same update", plain,
+			csvJSON(t, map[string]any{"labels": map[string]string{"olm.copiedFrom": "x"}, "annotations": map[string]string{"olmguard.io/cleanup": "disabled"}}, ""), false},
+		{"OLM updates its copy", copied, csvJSON(t, map[string]any{"labels": map[string]string{"olm.copiedFrom": "x", "a": "b"}}, "Copied"), false},
+		{"no old object: the new one decides", nil, csvJSON(t, map[string]any{"labels": map[string]string{"olm.copiedFrom": "x"}}, ""), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := csvRequest(admissionv1.Update, tt.obj)
+			req.OldObject.Raw = tt.old
+			r := CSVHandler{}.Handle(context.Background(), req)
+			if !r.Allowed {
+				t.Fatalf("denied: %+v", r.Result)
+			}
+			if got := len(r.Patches) > 0; got != tt.want {
+				t.Fatalf("finalizer put back: %v, want %v (%v)", got, tt.want, r.Patches)
+			}
+			if tt.want {
+				if got := patchtest.Finalizers(t, patchtest.Apply(t, tt.obj, r.Patches)); strings.Join(got, ",") != olmguard.CleanupFinalizer {
+					t.Fatalf("finalizers = %v", got)
+				}
+			}
+		})
+	}
+}
+
 // FuzzCSVHandler: any body gets a well-formed answer, never a panic, and the patched CSV needs no
 // further patch.
 func FuzzCSVHandler(f *testing.F) {

@@ -32,7 +32,7 @@ func (w Webhook) Admission() []admit.Endpoint {
 		},
 		{ // F3: add the cleanup finalizer to CSVs that lack it; copies own nothing.
 			Webhook: registration.Webhook{Name: "clusterserviceversions.mutate.olmguard.io", Path: olmguard.MutateClusterServiceVersionsPath, Mutating: true,
-				Rules: registration.OLMRule("clusterserviceversions", create, update), ObjectSelector: registration.NotCopied(),
+				Rules:           registration.OLMRule("clusterserviceversions", create, update),
 				MatchConditions: registration.WithoutCleanupFinalizer()},
 			Handler: admit.Static(mutate.CSVHandler{}),
 		},
@@ -72,10 +72,12 @@ func (w Webhook) Admission() []admit.Endpoint {
 				return &validate.InstallPlanHandler{Subscriptions: subscriptions(mgr, validate.InstallPlansWebhook), Policies: w.Policies}, nil
 			},
 		},
-		{ // Only updates that remove olmguard's finalizer; copies never carry it.
+		{ // Only updates that remove olmguard's finalizer. No object selector on olm.copiedFrom:
+			// copies never carry the finalizer, so none is sent, and a selector would let anyone who
+			// labels a guarded CSV olm.copiedFrom (a label OLM sets only when it creates a copy)
+			// remove the finalizer unseen in the next update: both objects would carry the label.
 			Webhook: registration.Webhook{Name: "clusterserviceversions.validate.olmguard.io", Path: olmguard.ValidateClusterServiceVersionsPath,
-				Rules: registration.OLMRule("clusterserviceversions", update), ObjectSelector: registration.NotCopied(),
-				MatchConditions: registration.CleanupFinalizerRemoved()},
+				Rules: registration.OLMRule("clusterserviceversions", update), MatchConditions: registration.CleanupFinalizerRemoved()},
 			Handler: admit.Static(&validate.CSVHandler{Policies: w.Policies, CleanupUsers: w.CleanupUsers}),
 		},
 	}

@@ -173,9 +173,11 @@ func TestBuildPerWebhook(t *testing.T) {
 		},
 		{
 			name: "clusterserviceversions.mutate.olmguard.io", path: olmguard.MutateClusterServiceVersionsPath,
+			// Copies are left out by a matchCondition, not an object selector, so that an update
+			// removing the finalizer of a CSV labelled as a copy earlier is still sent (issue 31
+			// item 7). Fails before the fix: the object selector was there.
 			group: "operators.coreos.com", version: "v1alpha1", resource: "clusterserviceversions", ops: ops(create, update),
-			objectSel:  []metav1.LabelSelectorRequirement{{Key: "olm.copiedFrom", Operator: metav1.LabelSelectorOpDoesNotExist}},
-			conditions: []string{"deletionTimestamp", "'olmguard.io/cleanup' in object.metadata.finalizers", "annotations['olmguard.io/cleanup'] != 'disabled'"},
+			conditions: []string{"'olm.copiedFrom' in object.metadata.labels) || (oldObject != null && has(oldObject.metadata.finalizers) && 'olmguard.io/cleanup' in oldObject.metadata.finalizers)", "deletionTimestamp", "'olmguard.io/cleanup' in object.metadata.finalizers", "annotations['olmguard.io/cleanup'] != 'disabled'"},
 		},
 		{
 			name: "jobs.mutate.olmguard.io", path: olmguard.MutateJobsPath,
@@ -203,8 +205,10 @@ func TestBuildPerWebhook(t *testing.T) {
 		},
 		{
 			name: "clusterserviceversions.validate.olmguard.io", path: olmguard.ValidateClusterServiceVersionsPath,
+			// No object selector: with one on olm.copiedFrom, labelling a guarded CSV as a copy
+			// first made the apiserver skip the finalizer removal that followed (issue 31 item 7).
+			// Fails before the fix: the validating webhook had that selector.
 			group: "operators.coreos.com", version: "v1alpha1", resource: "clusterserviceversions", ops: ops(update),
-			objectSel:  []metav1.LabelSelectorRequirement{{Key: "olm.copiedFrom", Operator: metav1.LabelSelectorOpDoesNotExist}},
 			conditions: []string{"'olmguard.io/cleanup' in oldObject.metadata.finalizers && !(has(object.metadata.finalizers) && 'olmguard.io/cleanup' in object.metadata.finalizers)"},
 		},
 	} {

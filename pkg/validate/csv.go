@@ -20,7 +20,10 @@ var DefaultCleanupUsers = []string{"system:serviceaccount:" + olmguard.DefaultNa
 
 // CleanupFinalizerRemoval reports a violation when user removes olmguard.io/cleanup from a CSV
 // whose cleanup is pending (it is being deleted; the webhook configuration sends only removals),
-// unless the user runs the cleanup or the CSV opted out.
+// unless the user runs the cleanup or the CSV opted out. Whether the CSV calls itself a copy plays
+// no part (issue 31 item 7): olmguard never puts its finalizer on one of OLM's copies, and OLM sets
+// olm.copiedFrom and status.reason Copied only on the copies it creates, so a CSV holding the
+// finalizer is guarded whatever its labels, old or new, say.
 func CleanupFinalizerRemoval(p Policies, user string, allowed []string, oldFinalizers, newFinalizers []string, deleting bool, annotations map[string]string) []Violation {
 	if p.CleanupFinalizer == Off || !deleting || slices.Contains(allowed, user) || annotations[olmguard.CleanupAnnotation] == olmguard.CleanupDisabled {
 		return nil

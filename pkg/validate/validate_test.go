@@ -228,6 +228,9 @@ func FuzzHandlers(f *testing.F) {
 	f.Add(byte(0), []byte(`{"metadata":{"name":"b","namespace":"ns"},"spec":{"name":"etcd"}}`), []byte(nil))
 	f.Add(byte(1), []byte(`{"metadata":{"name":"install-1","ownerReferences":[]}}`), []byte(`{"metadata":{"ownerReferences":[{"kind":"Subscription","name":"a","uid":"uid-a"}]}}`))
 	f.Add(byte(2), []byte(`{"metadata":null}`), []byte(`0`))
+	// A CSV labelled as a copy, removing olmguard's finalizer while deleted (issue 31 item 7).
+	f.Add(byte(5), []byte(`{"metadata":{"name":"op.v1","labels":{"olm.copiedFrom":"x"},"deletionTimestamp":"2026-11-21T10:00:00Z"},"status":{"reason":"Copied"}}`),
+		[]byte(`{"metadata":{"name":"op.v1","labels":{"olm.copiedFrom":"x"},"deletionTimestamp":"2026-11-21T10:00:00Z","finalizers":["olmguard.io/cleanup"]}}`))
 	f.Add(byte(4), []byte(`{"metadata":{"name":"install-1","ownerReferences":[{"kind":"Subscription","name":"a","uid":"uid-a"}]},"spec":{"approved":true,"clusterServiceVersionNames":["x"]}}`), []byte(`{"metadata":{},"spec":{"approved":false}}`))
 	f.Fuzz(func(t *testing.T, which byte, obj, old []byte) {
 		a := sub("a", "etcd", "")
@@ -302,6 +305,37 @@ func TestCleanupFinalizerRemoval(t *testing.T) {
 	off := Policies{CleanupFinalizer: Off}
 	if v := CleanupFinalizerRemoval(off, "alice", DefaultCleanupUsers, []string{fin}, nil, true, nil); len(v) != 0 {
 		t.Error("mode off still reports")
+	}
+}
+
+// Whether a CSV calls itself a copy plays no part: olmguard never puts its finalizer on OLM's
+// copies, and OLM sets olm.copiedFrom only when it creates one, so a guarded CSV carrying the
+// label was labelled by someone else (issue 31 item 7). The handler never read the label, so
+// this passed before the fix too; the hole was the webhook's object selector, whose test is
+// TestBuildPerWebhook and TestCleanupFinalizerGuardIgnoresCopyLabel in pkg/setup.
+func TestCSVHandlerCopyLabelDoesNotDisarmTheGuard(t *testing.T) {
+	h := &CSVHandler{Policies: DefaultPolicies()}
+	copied := map[string]any{"olm.copiedFrom": "elsewhere"}
+	for _, tc := range []struct {
+		name     string
+		old, new map[string]any
+	}{
+		{"labelled in the same update", nil, copied},
+		{"labelled in an earlier update", copied, copied},
+		{"label removed in the same update", copied, nil},
+	} {
+		meta := func(labels map[string]any, finalizers []string) map[string]any {
+			m := map[string]any{"name": "op.v1", "namespace": "t", "deletionTimestamp": "2026-11-21T10:00:00Z", "finalizers": finalizers}
+			if labels != nil {
+				m["labels"] = labels
+			}
+			return map[string]any{"metadata": m, "status": map[string]any{"reason": "Copied"}}
+		}
+		req := request(t, "ClusterServiceVersion", admissionv1.Update, meta(tc.new, nil), meta(tc.old, []string{"olmguard.io/cleanup"}))
+		req.UserInfo.Username = "tenant"
+		if r := h.Handle(context.Background(), req); r.Allowed || r.Result.Code != http.StatusForbidden {
+			t.Errorf("%s: removal allowed: %+v", tc.name, r.Result)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -45,10 +46,15 @@ func Node(name, zone string, ready corev1.ConditionStatus, since time.Time) core
 	return n
 }
 
-// CatalogPod is the pod of CatalogSource olm/cat scheduled to nodeName; deleted, when not nil,
-// is its deletionTimestamp.
+// CatalogSourceUID is the UID of CatalogSource olm/cat, the owner of CatalogPod.
+const CatalogSourceUID = "cat-uid"
+
+// CatalogPod is the pod of CatalogSource olm/cat scheduled to nodeName, with the labels and the
+// controller ownerReference OLM sets; deleted, when not nil, is its deletionTimestamp.
 func CatalogPod(nodeName string, deleted *time.Time) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cat-abc", Namespace: "olm", Labels: map[string]string{olm.CatalogSourceLabel: "cat"}},
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cat-abc", Namespace: "olm", Labels: map[string]string{olm.CatalogSourceLabel: "cat"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: "cat", UID: CatalogSourceUID,
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}}},
 		Spec: corev1.PodSpec{NodeName: nodeName}}
 	if deleted != nil {
 		p.DeletionTimestamp = &metav1.Time{Time: *deleted}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,8 +43,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Grace is --catalog-pod-grace.
 	Grace time.Duration
-	// Limiter bounds deletions (--catalog-pod-deletions-per-minute).
-	Limiter *rate.Limiter
+	// Limiter bounds deletions per namespace and in all (--catalog-pod-deletions-per-minute and
+	// --catalog-pod-deletions-per-minute-per-namespace).
+	Limiter *Limiter
 	Now     func() time.Time
 
 	// gone remembers when a pod's node was first seen missing (pod name -> goneEntry).
@@ -62,12 +62,18 @@ type Options struct {
 	// Grace is how long a catalog pod may sit on a NotReady or unreachable node before it is
 	// force-deleted.
 	Grace time.Duration
-	// DeletionsPerMinute rate limits those deletions.
+	// DeletionsPerMinute rate limits those deletions in all namespaces together.
 	DeletionsPerMinute int
+	// DeletionsPerMinutePerNamespace rate limits them in each namespace, so that one namespace's
+	// stranded pods cannot use up the budget of all.
+	DeletionsPerMinutePerNamespace int
 }
 
-// DefaultOptions are the flag defaults.
-func DefaultOptions() Options { return Options{Grace: 30 * time.Second, DeletionsPerMinute: 10} }
+// DefaultOptions are the flag defaults: 10 a minute in all, 3 in one namespace, so pods stranded
+// in one namespace take at most 3 of the 10 and leave 7 to the others.
+func DefaultOptions() Options {
+	return Options{Grace: 30 * time.Second, DeletionsPerMinute: 10, DeletionsPerMinutePerNamespace: 3}
+}
 
 var graceFlag = flags.Duration{Name: "catalog-pod-grace", Least: time.Second,
 	Usage: "how long a catalog pod may sit on a NotReady or unreachable node before it is force-deleted"}
@@ -75,7 +81,9 @@ var graceFlag = flags.Duration{Name: "catalog-pod-grace", Least: time.Second,
 // BindFlags registers the options' flags on fs, with the current values as defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	graceFlag.Bind(fs, &o.Grace)
-	fs.IntVar(&o.DeletionsPerMinute, "catalog-pod-deletions-per-minute", o.DeletionsPerMinute, "maximum catalog pod force-deletions per minute")
+	fs.IntVar(&o.DeletionsPerMinute, "catalog-pod-deletions-per-minute", o.DeletionsPerMinute, "maximum catalog pod force-deletions per minute, all namespaces together")
+	fs.IntVar(&o.DeletionsPerMinutePerNamespace, "catalog-pod-deletions-per-minute-per-namespace", o.DeletionsPerMinutePerNamespace,
+		"maximum catalog pod force-deletions per minute in one namespace (within --catalog-pod-deletions-per-minute)")
 }
 
 // Validate reports the first invalid option.
@@ -86,15 +94,21 @@ func (o Options) Validate() error {
 	if o.DeletionsPerMinute < 1 {
 		return fmt.Errorf("--catalog-pod-deletions-per-minute %d must be at least 1", o.DeletionsPerMinute)
 	}
+	if o.DeletionsPerMinutePerNamespace < 1 {
+		return fmt.Errorf("--catalog-pod-deletions-per-minute-per-namespace %d must be at least 1", o.DeletionsPerMinutePerNamespace)
+	}
 	return nil
 }
 
-// Cache is how the reconciler's objects are cached: only pods labelled olm.catalogSource, and
-// nodes without their images and volumes, which the reconciler never reads.
+// Cache is how the reconciler's objects are cached: only pods labelled olm.catalogSource (the
+// apiserver filters by label; it cannot by ownerReference), of which those without an
+// ownerReference to a CatalogSource are kept as a bare name (trimPod), and nodes without their
+// images and volumes, which the reconciler never reads. CatalogSources are read through the
+// manager's client as metadata, which caches them metadata-only.
 func Cache() map[client.Object]cache.ByObject {
 	catalogPods, _ := labels.NewRequirement(olm.CatalogSourceLabel, selection.Exists, nil)
 	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}:  {Label: labels.NewSelector().Add(*catalogPods)},
+		&corev1.Pod{}:  {Label: labels.NewSelector().Add(*catalogPods), Transform: trimPod},
 		&corev1.Node{}: {Transform: trimNode},
 	}
 }
@@ -102,8 +116,25 @@ func Cache() map[client.Object]cache.ByObject {
 // Add builds the reconciler with o and registers it with mgr.
 func Add(mgr manager.Manager, o Options) error {
 	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.Grace,
-		Limiter: rate.NewLimiter(rate.Limit(float64(o.DeletionsPerMinute)/60), o.DeletionsPerMinute), Now: time.Now}
+		Limiter: NewLimiter(o.DeletionsPerMinute, o.DeletionsPerMinutePerNamespace), Now: time.Now}
 	return r.SetupWithManager(mgr)
+}
+
+// trimPod keeps a pod that names no CatalogSource as its owner as nothing but its name: anyone
+// who can create a pod can label it olm.catalogSource, and such a pod is never acted on (the
+// reconciler sees no label and no owner), so the cache holds none of what a tenant wrote into it.
+// The pods OLM creates keep what the reconciler reads, without managed fields.
+func trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	if _, owned := catalog.CatalogSourceOwner(p); !owned {
+		return &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp}}, nil
+	}
+	p.ManagedFields = nil
+	return p, nil
 }
 
 // trimNode keeps what the reconciler reads of a Node: name, labels, creation time, conditions.
@@ -123,8 +154,8 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			_, ok := o.GetLabels()[olm.CatalogSourceLabel]
-			return ok
+			p, ok := o.(*corev1.Pod)
+			return ok && isCandidate(p)
 		}))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allCatalogPods), builder.WithPredicates(readinessChanged{})).
 		Complete(r)
@@ -139,9 +170,17 @@ func (readinessChanged) Update(e event.UpdateEvent) bool {
 	return !okOld || !okNew || catalog.NodeReady(o) != catalog.NodeReady(n)
 }
 
+// isCandidate reports whether a cached pod may be a catalog pod: labelled and naming a
+// CatalogSource as its owner. Whether that CatalogSource exists is checked when reconciling.
+func isCandidate(p *corev1.Pod) bool {
+	_, labelled := p.Labels[olm.CatalogSourceLabel]
+	_, owned := catalog.CatalogSourceOwner(p)
+	return labelled && owned
+}
+
 // allCatalogPods maps a node readiness change to every catalog pod: the change can start a grace
 // period, or lift the outage guard for pods on other nodes. Catalog pods are few (about one per
-// CatalogSource) and the cache holds nothing else.
+// CatalogSource) and the cache holds nothing else of use.
 func (r *Reconciler) allCatalogPods(ctx context.Context, o client.Object) []reconcile.Request {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods); err != nil {
@@ -149,10 +188,27 @@ func (r *Reconciler) allCatalogPods(ctx context.Context, o client.Object) []reco
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(pods.Items))
-	for _, p := range pods.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	for i := range pods.Items {
+		if p := &pods.Items[i]; isCandidate(p) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+		}
 	}
 	return reqs
+}
+
+// catalogSourceUID returns the UID of the CatalogSource the pod names as its owner, if one of that
+// name exists in the pod's namespace ("" otherwise), read as metadata through the cache.
+func (r *Reconciler) catalogSourceUID(ctx context.Context, pod *corev1.Pod) (types.UID, error) {
+	ref, ok := catalog.CatalogSourceOwner(pod)
+	if !ok {
+		return "", nil
+	}
+	cs := &metav1.PartialObjectMetadata{}
+	cs.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.CatalogSourceKind))
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, cs); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	return cs.UID, nil
 }
 
 // Reconcile decides about one catalog pod and, when its node is lost, deletes it.
@@ -171,6 +227,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // deleted is handled the same way: its kubelet may never confirm the deletion.
 func (r *Reconciler) reconcileNormal(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(pod)
+	if !isCandidate(pod) {
+		return reconcile.Result{}, nil // a tenant's look-alike: never acted on, never read further
+	}
+	csUID, err := r.catalogSourceUID(ctx, pod)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	now := r.Now()
 	var node *corev1.Node
 	var goneSince time.Time
@@ -196,7 +259,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, pod *corev1.Pod) (reco
 	if err := r.Client.List(ctx, nodes); err != nil {
 		return reconcile.Result{}, err
 	}
-	d := catalog.Decide(pod, node, goneSince, now, r.Grace, catalog.NodeHealth(nodes.Items))
+	d := catalog.Decide(pod, csUID, node, goneSince, now, r.Grace, catalog.NodeHealth(nodes.Items))
 	log := ctrl.LoggerFrom(ctx).WithValues("node", pod.Spec.NodeName, "reason", d.Reason)
 	switch {
 	case d.Reason == catalog.ReasonClusterOutage || d.Reason == catalog.ReasonZoneOutage:
@@ -206,14 +269,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, pod *corev1.Pod) (reco
 	case !d.Delete:
 		return reconcile.Result{RequeueAfter: d.RequeueAfter}, nil
 	}
-	if res := r.Limiter.Reserve(); res.Delay() > 0 {
-		delay := res.Delay()
-		res.Cancel()
+	if delay := r.Limiter.Take(pod.Namespace, now); delay > 0 {
 		metrics.CatalogPodRecoveriesHeld.WithLabelValues("RateLimited").Inc()
 		return reconcile.Result{RequeueAfter: delay}, nil
 	}
 	uid := pod.UID
-	err := r.Client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+	err = r.Client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return reconcile.Result{}, nil // gone already, or replaced by a pod of the same name
 	}
@@ -223,20 +284,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, pod *corev1.Pod) (reco
 	r.gone.Delete(key)
 	metrics.CatalogPodRecoveries.WithLabelValues(string(d.Reason)).Inc()
 	log.Info("deleted catalog pod stranded on a lost node so OLM recreates it (OLM issue #3208)")
-	if cs := catalogSourceOf(pod); cs != nil {
+	if ref, ok := catalog.CatalogSourceOwner(pod); ok {
+		cs := &v1alpha1.CatalogSource{TypeMeta: metav1.TypeMeta{APIVersion: ref.APIVersion, Kind: ref.Kind},
+			ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: pod.Namespace, UID: ref.UID}}
 		r.Recorder.Eventf(cs, pod, corev1.EventTypeWarning, "CatalogPodRecovered", "Recover",
 			"deleted catalog pod %s stranded on node %s (%s) so OLM recreates it on a healthy node (OLM issue #3208)", pod.Name, pod.Spec.NodeName, d.Reason)
 	}
 	return reconcile.Result{}, nil
-}
-
-// catalogSourceOf returns a reference object for the CatalogSource that controls the pod.
-func catalogSourceOf(p *corev1.Pod) *v1alpha1.CatalogSource {
-	for _, ref := range p.OwnerReferences {
-		if ref.Kind == olm.CatalogSourceKind && ref.Controller != nil && *ref.Controller {
-			return &v1alpha1.CatalogSource{TypeMeta: metav1.TypeMeta{APIVersion: ref.APIVersion, Kind: ref.Kind},
-				ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: p.Namespace, UID: ref.UID}}
-		}
-	}
-	return nil
 }

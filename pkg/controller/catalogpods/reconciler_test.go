@@ -3,6 +3,7 @@ package catalogpods_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -14,12 +15,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/olmguard/olmguard/pkg/catalog"
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -41,7 +44,8 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// setNode creates or updates a node with the given readiness.
+// setNode creates or updates a node with the given readiness; a node whose Ready condition is
+// Unknown carries the unreachable taint, as the node lifecycle controller sets it.
 func setNode(t *testing.T, ctx context.Context, name string, ready corev1.ConditionStatus) {
 	t.Helper()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{catalog.ZoneLabel: "zone-" + name}}}
@@ -51,16 +55,52 @@ func setNode(t *testing.T, ctx context.Context, name string, ready corev1.Condit
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(n), n); err != nil {
 		t.Fatal(err)
 	}
+	n.Spec.Taints = nil
+	if ready == corev1.ConditionUnknown {
+		n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: ptr.To(metav1.Now())}}
+	}
+	if err := env.Client.Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.Now(), LastHeartbeatTime: metav1.Now()}}
 	if err := env.Client.Status().Update(ctx, n); err != nil {
 		t.Fatal(err)
 	}
 }
 
+// catalogSource creates CatalogSource ns/name, or returns the existing one.
+func catalogSource(t *testing.T, ctx context.Context, ns, name string) *v1alpha1.CatalogSource {
+	t.Helper()
+	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Image: "registry.example/" + name + ":1"}}
+	if err := env.Client.Create(ctx, cs); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cs), cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cs
+}
+
+// ownedBy is the ownerReference OLM sets on the registry pods of cs (olm-facts §5.2).
+func ownedBy(cs *v1alpha1.CatalogSource) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: cs.Name, UID: cs.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}}
+}
+
+// catalogPodOn creates a registry pod of CatalogSource ns/cat on node, as OLM does.
 func catalogPodOn(t *testing.T, ctx context.Context, ns, node string) *corev1.Pod {
 	t.Helper()
+	return podOn(t, ctx, ns, node, ownedBy(catalogSource(t, ctx, ns, "cat")))
+}
+
+// podOn creates a pod labelled olm.catalogSource=cat on node with the given owners.
+func podOn(t *testing.T, ctx context.Context, ns, node string, owners []metav1.OwnerReference) *corev1.Pod {
+	t.Helper()
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "cat-", Namespace: ns, Labels: map[string]string{olm.CatalogSourceLabel: "cat"}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "cat-", Namespace: ns, Labels: map[string]string{olm.CatalogSourceLabel: "cat"}, OwnerReferences: owners},
 		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "registry-server", Image: "registry.example/cat:1"}}},
 	}
 	if err := env.Client.Create(ctx, p); err != nil {
@@ -176,5 +216,63 @@ func TestReconciler(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal("stranded catalog pods not deleted once the outage guard lifted")
+	}
+}
+
+// A tenant's pods that only look like catalog pods stay on a node that stops responding, while
+// the real catalog pods on it and on a second failed node are force-deleted. The look-alikes carry
+// the label olm.catalogSource and, for some, an ownerReference a tenant can write: to no
+// CatalogSource, to one that does not exist, or to a real one with a forged UID.
+// Fails before the fix: the reconciler deleted every pod labelled olm.catalogSource on a NotReady
+// node, so the look-alikes went with the real pods.
+func TestTenantLookAlikesAreLeftAlone(t *testing.T) {
+	env = testenv.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testenv.Patience)
+	defer cancel()
+	ns := "tenant"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	// Ten Ready nodes besides x and y, so that two failed ones are no outage; removed at the end,
+	// so the other tests count only their own.
+	names := []string{"x", "y"}
+	for i := range 10 {
+		names = append(names, fmt.Sprintf("healthy-%d", i))
+	}
+	for _, n := range names {
+		setNode(t, ctx, n, corev1.ConditionTrue)
+	}
+	t.Cleanup(func() {
+		for _, n := range names {
+			_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		}
+	})
+	shop := catalogSource(t, ctx, ns, "shop")
+	forged := ownedBy(shop)
+	forged[0].UID = "0f0f0f0f-0000-4000-8000-000000000000"
+	ghost := ownedBy(&v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "ghost", UID: "1e1e1e1e-0000-4000-8000-000000000000"}})
+	lookAlikes := map[string]*corev1.Pod{
+		"label only":                podOn(t, ctx, ns, "x", nil),
+		"owner with a forged UID":   podOn(t, ctx, ns, "x", forged),
+		"owner that does not exist": podOn(t, ctx, ns, "x", ghost),
+	}
+	realX := podOn(t, ctx, ns, "x", ownedBy(shop))
+	realY := podOn(t, ctx, ns, "y", ownedBy(shop))
+
+	setNode(t, ctx, "x", corev1.ConditionUnknown)
+	testenv.Eventually(t, "the catalog pod on node x deleted", func(ctx context.Context) (bool, error) {
+		return gone(ctx, realX), nil
+	})
+	// Node y fails only now: its pod's grace ends after every decision about the pods of x was due,
+	// and the reconciler works through its queue in order, so once realY is gone each look-alike
+	// has been decided on (before the fix: deleted with realX).
+	setNode(t, ctx, "y", corev1.ConditionUnknown)
+	testenv.Eventually(t, "the catalog pod on node y deleted", func(ctx context.Context) (bool, error) {
+		return gone(ctx, realY), nil
+	})
+	for what, p := range lookAlikes {
+		if gone(ctx, p) {
+			t.Errorf("deleted a tenant's pod (%s) on the NotReady node", what)
+		}
 	}
 }

@@ -171,13 +171,6 @@ func JobCreates() []admissionregistrationv1.RuleWithOperations {
 	}}
 }
 
-// NotCopied leaves out the copies OLM makes of a CSV in every target namespace: they own nothing.
-func NotCopied() *metav1.LabelSelector {
-	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: olm.CopiedFromLabel, Operator: metav1.LabelSelectorOpDoesNotExist,
-	}}}
-}
-
 // UnpackJobLabels selects the Jobs OLM (>= v0.26) finds by label, its bundle unpack Jobs.
 func UnpackJobLabels() *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -187,10 +180,17 @@ func UnpackJobLabels() *metav1.LabelSelector {
 }
 
 // WithoutCleanupFinalizer sends only CSVs that are not being deleted, lack olmguard's finalizer
-// and did not opt out: CSVs can be megabytes, so the others are not sent at all.
+// and did not opt out: CSVs can be megabytes, so the others are not sent at all. OLM's copies
+// (label olm.copiedFrom) are left out too, they own nothing, unless the update takes olmguard's
+// finalizer off: OLM never finalizes nor relabels a copy, so such an update comes from someone
+// who labelled a guarded CSV as a copy to drop its cleanup (issue 31 item 7). An object selector
+// on the label could not tell the two apart: once both objects carry it, nothing is sent.
 func WithoutCleanupFinalizer() []admissionregistrationv1.MatchCondition {
 	finalizer, annotation := celString(olmguard.CleanupFinalizer), celString(olmguard.CleanupAnnotation)
+	copied := celString(olm.CopiedFromLabel)
 	return []admissionregistrationv1.MatchCondition{
+		{Name: "not-a-copy", Expression: "!has(object.metadata.labels) || !(" + copied + " in object.metadata.labels) || " +
+			"(oldObject != null && has(oldObject.metadata.finalizers) && " + finalizer + " in oldObject.metadata.finalizers)"},
 		{Name: "not-being-deleted", Expression: "!has(object.metadata.deletionTimestamp)"},
 		{Name: "no-cleanup-finalizer", Expression: "!has(object.metadata.finalizers) || !(" + finalizer + " in object.metadata.finalizers)"},
 		{Name: "cleanup-not-disabled", Expression: "!has(object.metadata.annotations) || !(" + annotation + " in object.metadata.annotations) || object.metadata.annotations[" + annotation + "] != " + celString(olmguard.CleanupDisabled)},
