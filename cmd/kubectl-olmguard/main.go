@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/olmguard/olmguard/internal/kubeapi"
+	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/internal/version"
 	"github.com/olmguard/olmguard/pkg/doctor"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
@@ -120,7 +121,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	if cmd == "uninstall" {
 		if err := uninstall.Run(ctx, c, stdout, stopTimeout); err != nil {
-			fmt.Fprintf(stderr, "kubectl-olmguard uninstall: %v\n", err)
+			fmt.Fprintf(stderr, "kubectl-olmguard uninstall: %s\n", printable.Line(err.Error()))
 			return 1
 		}
 		return 0
@@ -128,7 +129,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	do.Progress = stderr
 	report, err := doctor.Audit(ctx, c, do)
 	if err != nil {
-		fmt.Fprintf(stderr, "kubectl-olmguard doctor: %v\n", err)
+		// An error may quote what it read (a name, an apiserver message): printed escaped.
+		fmt.Fprintf(stderr, "kubectl-olmguard doctor: %s\n", printable.Line(err.Error()))
 		return 2
 	}
 	write := doctor.WriteTable

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/internal/kubectlcmd"
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/olm"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
@@ -89,7 +91,7 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	})
 	if okSubs && okPlans {
 		r.Findings = append(r.Findings, CheckInstallPlans(plans, subs)...)
-		drifting, err := a.settledDrift(ctx, CheckSubscriptions(subs, plans))
+		drifting, err := a.settledDrift(ctx, CheckSubscriptions(subs, plans, o.Now()))
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +122,7 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 		r.Findings = append(r.Findings, CheckStuckCSVs(csvStatus, o.Now(), o.PendingAfter)...)
 		if okSubs {
 			r.Findings = append(r.Findings, CheckOrphanCSVs(csvItems, subs)...)
-			r.Findings = append(r.Findings, CheckBlockingCSVs(csvItems, subs)...)
+			r.Findings = append(r.Findings, CheckBlockingCSVs(csvItems, subs, o.Now())...)
 		}
 	}
 	var ogs []olmv1.OperatorGroup
@@ -140,13 +142,10 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 			}
 		}
 	}) {
-		found, err := a.unpackJobs(ctx, jobs)
-		if err != nil {
-			return nil, err
-		}
-		r.Findings = append(r.Findings, found...)
+		owners := a.unpackConfigMaps(ctx)
+		r.Findings = append(r.Findings, CheckUnpackJobs(jobs, owners)...)
 		if okSubs && okPlans && okOGs {
-			r.Findings = append(r.Findings, CheckUnpackFailures(jobs, subs, plans, ogs)...)
+			r.Findings = append(r.Findings, CheckUnpackFailures(jobs, owners, subs, plans, ogs)...)
 		}
 	}
 
@@ -264,7 +263,7 @@ func (a *auditor) settledDrift(ctx context.Context, found []Finding) ([]Finding,
 		if plan != nil {
 			plans = append(plans, *plan)
 		}
-		again := CheckSubscriptions([]v1alpha1.Subscription{*sub}, plans)
+		again := CheckSubscriptions([]v1alpha1.Subscription{*sub}, plans, a.o.Now())
 		if len(again) == 1 && again[0].Problem == f.Problem {
 			kept = append(kept, again[0])
 		}
@@ -272,27 +271,34 @@ func (a *auditor) settledDrift(ctx context.Context, found []Finding) ([]Finding,
 	return kept, nil
 }
 
-// unpackJobs runs the F4 check, reading each owning ConfigMap once.
-func (a *auditor) unpackJobs(ctx context.Context, jobs []batchv1.Job) ([]Finding, error) {
-	seen := map[types.NamespacedName]bool{}
-	var err error
-	found := CheckUnpackJobs(jobs, func(ns, name string) bool {
-		key := types.NamespacedName{Namespace: ns, Name: name}
-		if v, ok := seen[key]; ok || err != nil {
-			return v
-		}
-		cm := &corev1.ConfigMap{}
-		if e := a.c.Get(ctx, key, cm); e != nil {
-			if !apierrors.IsNotFound(e) {
-				err = fmt.Errorf("reading ConfigMap %s: %w", key, e)
-			}
-			seen[key] = false
+// unpackConfigMaps reads, once each, the ConfigMaps that the Jobs' ConfigMap ownerReferences
+// name (a Get each, only for the Jobs a check asks about: those OLM cannot see, and failed ones),
+// and tells whether each is one of OLM's unpack ConfigMaps with the reference's UID. A name that
+// is not a valid ConfigMap name is not read. An error other than NotFound ends the audit.
+func (a *auditor) unpackConfigMaps(ctx context.Context) UnpackConfigMaps {
+	seen := map[types.NamespacedName]*corev1.ConfigMap{}
+	return func(ns string, ref metav1.OwnerReference) bool {
+		if a.err != nil || kubectlcmd.ValidateName("ConfigMap", ref.Name) != nil {
 			return false
 		}
-		seen[key] = unpack.IsOLMConfigMap(cm)
-		return seen[key]
-	})
-	return found, err
+		key := types.NamespacedName{Namespace: ns, Name: ref.Name}
+		cm, ok := seen[key]
+		if !ok {
+			cm = &corev1.ConfigMap{}
+			if err := a.c.Get(ctx, key, cm); err != nil {
+				if !apierrors.IsNotFound(err) {
+					a.err = fmt.Errorf("reading ConfigMap %s: %w", key, err)
+				}
+				cm = nil
+			} else {
+				// Only what IsUnpackOwner reads is kept: bundle ConfigMaps hold whole manifests.
+				cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace, UID: cm.UID,
+					Labels: cm.Labels, OwnerReferences: cm.OwnerReferences}}
+			}
+			seen[key] = cm
+		}
+		return cm != nil && unpack.IsUnpackOwner(cm, ref)
+	}
 }
 
 // packageServer reads OLM's packages APIService; nil when there is none. It reports false when the

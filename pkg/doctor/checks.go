@@ -50,7 +50,13 @@ type Finding struct {
 	Problem string `json:"problem"`
 	// Evidence quotes what OLM, the kubelet or the aggregator wrote that shows the problem.
 	Evidence string `json:"evidence,omitempty"`
-	Fix      string `json:"fix"`
+	// Fix says, in prose, what fixes it.
+	Fix string `json:"fix"`
+	// Commands are the commands of the fix, in order, each exactly one kubectl invocation whose
+	// names were validated as Kubernetes names of their kind and whose arguments are quoted for a
+	// POSIX shell. When a name the fix needs is not valid (a tenant can write any string in an
+	// ownerReference, a label or a status) there are none, and Fix says why.
+	Commands []string `json:"commands,omitempty"`
 }
 
 // Sort orders findings by class, namespace, kind and name.
@@ -80,11 +86,11 @@ func CheckInstallPlans(plans []v1alpha1.InstallPlan, subs []v1alpha1.Subscriptio
 		if len(missing) == 0 {
 			continue
 		}
-		out = append(out, Finding{Class: F1, Kind: olm.InstallPlanKind, Namespace: ip.Namespace, Name: ip.Name, Check: "PlanMissingOwner",
+		out = append(out, withCommands(Finding{Class: F1, Kind: olm.InstallPlanKind, Namespace: ip.Namespace, Name: ip.Name, Check: "PlanMissingOwner",
 			Problem: fmt.Sprintf("Subscription %s uses this plan but does not own it: OLM never tells it about the plan's progress, "+
 				"and the garbage collector can delete the plan while it is in use (OLM issue #3199)", strings.Join(missing, ", ")),
-			Fix: "olmguard's controller adds the ownerReference (check it runs: kubectl -n olmguard-system get deploy); " +
-				"olmguard's webhook prevents new cases"})
+			Fix: "olmguard's controller adds the ownerReference (check that it runs); olmguard's webhook prevents new cases"},
+			checkOlmguard()))
 	}
 	return out
 }
@@ -101,8 +107,8 @@ func missingOwners(ip *v1alpha1.InstallPlan, want []owners.Subscription) []strin
 
 // CheckSubscriptions finds Subscriptions whose InstallPlan conditions disagree with their plan
 // (F2, olm-facts.md §2.2). A snapshot cannot tell a lagging OLM from a stuck one; Audit checks
-// twice for that reason.
-func CheckSubscriptions(subs []v1alpha1.Subscription, plans []v1alpha1.InstallPlan) []Finding {
+// twice for that reason. now is the value the fix's resync annotation gets.
+func CheckSubscriptions(subs []v1alpha1.Subscription, plans []v1alpha1.InstallPlan, now time.Time) []Finding {
 	byKey := map[string]*v1alpha1.InstallPlan{}
 	for i := range plans {
 		byKey[plans[i].Namespace+"/"+plans[i].Name] = &plans[i]
@@ -125,10 +131,10 @@ func CheckSubscriptions(subs []v1alpha1.Subscription, plans []v1alpha1.InstallPl
 				what += " and does not list this Subscription as owner, so OLM does not notify it (F1)"
 			}
 		}
-		out = append(out, Finding{Class: F2, Kind: olm.SubscriptionKind, Namespace: s.Namespace, Name: s.Name, Check: "SubscriptionDrift",
+		out = append(out, withCommands(Finding{Class: F2, Kind: olm.SubscriptionKind, Namespace: s.Namespace, Name: s.Name, Check: "SubscriptionDrift",
 			Problem: fmt.Sprintf("conditions out of step: %s (%s)", drift.Summary(diffs), what),
-			Fix: fmt.Sprintf("olmguard's controller nudges OLM after --drift-window; by hand: kubectl -n %s annotate subscription %s %s=now --overwrite",
-				s.Namespace, s.Name, olmguard.ResyncAnnotation)})
+			Fix:     "olmguard's controller nudges OLM after --drift-window; by hand, annotate the Subscription so that OLM resolves it again"},
+			resync(s.Namespace, s.Name, now)))
 	}
 	return out
 }
@@ -159,8 +165,10 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 				f.Problem = fmt.Sprintf("being deleted for %s, held by finalizers %s", age.Round(time.Second), strings.Join(c.Finalizers, ", "))
 				f.Fix = "OLM's olm-operator releases operators.coreos.com/csv-cleanup"
 				if cleanup.HasFinalizer(c.Finalizers) {
-					f.Fix = "olmguard's controller runs the cleanup and releases olmguard.io/cleanup (check it runs: kubectl -n olmguard-system get deploy, " +
-						"and its Events on this CSV); to give up the cleanup: kubectl olmguard uninstall"
+					f.Fix = "olmguard's controller runs the cleanup and releases olmguard.io/cleanup (check that it runs, and its Events on this CSV); " +
+						"to give up the cleanup: kubectl olmguard uninstall"
+					// The uninstall stays in the prose: it is a choice, not a step of the fix.
+					f = withCommands(f, checkOlmguard())
 				}
 				out = append(out, f)
 			}
@@ -171,9 +179,9 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 		if cleanup.WantsCleanupFinalizer(view) && !cleanup.HasFinalizer(c.Finalizers) {
 			f.Check = "CSVWithoutCleanupFinalizer"
 			f.Problem = "no olmguard.io/cleanup finalizer: deleting it while OLM's olm-operator is down leaves its ClusterRoles, bindings and webhooks behind"
-			f.Fix = "olmguard's controller adds it (check it runs); to opt this CSV out: kubectl -n " + c.Namespace +
-				" annotate csv " + c.Name + " " + olmguard.CleanupAnnotation + "=" + olmguard.CleanupDisabled
-			out = append(out, f)
+			f.Fix = "olmguard's controller adds it (first command: check that it runs); or opt this CSV out (second command)"
+			out = append(out, withCommands(f, checkOlmguard(),
+				kubectl(c.Namespace, "annotate", "csv").Name("", olm.ClusterServiceVersionKind, c.Name).Args(olmguard.CleanupAnnotation+"="+olmguard.CleanupDisabled)))
 			unguarded++
 		}
 	}
@@ -181,10 +189,10 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 		return out
 	}
 	out = slices.DeleteFunc(out, func(f Finding) bool { return f.Check == "CSVWithoutCleanupFinalizer" })
-	return append(out, Finding{Class: F3, Check: "OlmguardNotRunning",
+	return append(out, withCommands(Finding{Class: F3, Check: "OlmguardNotRunning",
 		Problem: fmt.Sprintf("none of the %d CSVs carries olmguard.io/cleanup: olmguard is not installed or its controller does not run, "+
 			"so deleting a CSV while OLM's olm-operator is down leaves its ClusterRoles, bindings and webhooks behind", unguarded),
-		Fix: "install olmguard (see its README), or check its controller runs: kubectl -n olmguard-system get deploy"})
+		Fix: "install olmguard (see its README), or check that its controller runs"}, checkOlmguard()))
 }
 
 // CheckOrphanCSVs finds operators left installed with no Subscription (F3): CSVs in a namespace
@@ -204,10 +212,11 @@ func CheckOrphanCSVs(csvs []CSV, subs []v1alpha1.Subscription) []Finding {
 		if subscribed[c.Namespace] || c.DeletionTimestamp != nil || olmOwn || olm.IsCopiedCSV(c.Namespace, c.Labels, c.Annotations, "") {
 			continue
 		}
-		out = append(out, Finding{Class: F3, Kind: olm.ClusterServiceVersionKind, Namespace: c.Namespace, Name: c.Name, Check: "CSVWithoutSubscription",
+		out = append(out, withCommands(Finding{Class: F3, Kind: olm.ClusterServiceVersionKind, Namespace: c.Namespace, Name: c.Name, Check: "CSVWithoutSubscription",
 			Problem: "no Subscription in its namespace: OLM will never upgrade it; an uninstall that raced an upgrade leaves one behind",
-			Fix: fmt.Sprintf("if the operator was uninstalled: kubectl -n %s delete csv %s (olmguard removes what OLM created for it); "+
-				"to keep it: create a Subscription to its package in %s", c.Namespace, c.Name, c.Namespace)})
+			Fix: fmt.Sprintf("if the operator was uninstalled, delete the CSV (olmguard removes what OLM created for it); "+
+				"to keep it: create a Subscription to its package in %s", c.Namespace)},
+			kubectl(c.Namespace, "delete", "csv").Name("", olm.ClusterServiceVersionKind, c.Name)))
 	}
 	return out
 }
@@ -215,25 +224,42 @@ func CheckOrphanCSVs(csvs []CSV, subs []v1alpha1.Subscription) []Finding {
 // olmVersionLabel marks the CSVs OLM's own manifests install (packageserver).
 const olmVersionLabel = "olm.version"
 
+// UnpackConfigMaps reports whether a Job's ConfigMap ownerReference names one of OLM's unpack
+// ConfigMaps that exists in namespace with the reference's UID (unpack.IsUnpackOwner).
+type UnpackConfigMaps func(namespace string, owner metav1.OwnerReference) bool
+
+// unpackOwner is the name of the OLM unpack ConfigMap owning j, "" when it has none: an
+// ownerReference of apiVersion v1, kind ConfigMap, naming one of OLM's unpack ConfigMaps that
+// exists with that UID (pkg/unpack's rule). A tenant can write any ownerReference on its own Job.
+func unpackOwner(j *batchv1.Job, unpackConfigMap UnpackConfigMaps) string {
+	ref, ok := unpack.ConfigMapOwnerRef(j)
+	if !ok || !unpackConfigMap(j.Namespace, ref) {
+		return ""
+	}
+	return ref.Name
+}
+
 // CheckUnpackJobs finds bundle unpack Jobs OLM v0.26+ cannot see (F4, OLM issue #3210).
-// unpackConfigMap reports whether the Job's owning ConfigMap is one of OLM's unpack ConfigMaps.
-func CheckUnpackJobs(jobs []batchv1.Job, unpackConfigMap func(namespace, name string) bool) []Finding {
+func CheckUnpackJobs(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps) []Finding {
 	var out []Finding
 	for i := range jobs {
 		j := &jobs[i]
-		cm := unpack.ConfigMapOwner(j)
-		if j.DeletionTimestamp != nil || cm == "" || unpack.Visible(j) || !unpackConfigMap(j.Namespace, cm) {
+		if j.DeletionTimestamp != nil || unpack.Visible(j) {
+			continue
+		}
+		cm := unpackOwner(j, unpackConfigMap)
+		if cm == "" {
 			continue
 		}
 		f := Finding{Class: F4, Kind: "Job", Namespace: j.Namespace, Name: j.Name, Check: "UnpackJobInvisible",
 			Problem: fmt.Sprintf("unpack Job of bundle %s without the labels OLM v0.26+ finds it by (%s, %s=true)", cm, olm.BundleUnpackRefLabel, olm.ManagedLabel),
-			Fix:     "olmguard's controller labels it (running) or deletes it (finished); by hand: kubectl -n " + j.Namespace + " delete job " + j.Name}
+			Fix:     "olmguard's controller labels it (running) or deletes it (finished); by hand, delete it"}
 		if j.Name == cm {
 			f.Check = "UnpackJobNameConflict"
 			f.Problem = fmt.Sprintf("holds the name OLM creates the unpack Job of bundle %s under, but OLM cannot find it by label: "+
 				"installing this bundle again fails with jobs.batch %q already exists (OLM issue #3210)", cm, j.Name)
 		}
-		out = append(out, f)
+		out = append(out, withCommands(f, kubectl(j.Namespace, "delete", "job").Name("", "Job", j.Name)))
 	}
 	return out
 }
@@ -257,8 +283,7 @@ func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stu
 			continue
 		}
 		f := Finding{Class: F5, Kind: "Pod", Namespace: p.Namespace, Name: p.Name,
-			Fix: "olmguard's controller force-deletes it after --catalog-pod-grace so OLM recreates it on a healthy node; by hand: kubectl -n " +
-				p.Namespace + " delete pod " + p.Name + " --force --grace-period=0"}
+			Fix: "olmguard's controller force-deletes it after --catalog-pod-grace so OLM recreates it on a healthy node; by hand, force-delete it"}
 		node := byName[p.Spec.NodeName]
 		f5 := owned == nil || owned(p)
 		switch {
@@ -275,9 +300,10 @@ func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stu
 			if check == "" || update || p.DeletionTimestamp != nil {
 				continue
 			}
-			f = catalogPodFailure(p, check, evidence, container)
+			out = append(out, catalogPodFailure(p, check, evidence, container))
+			continue
 		}
-		out = append(out, f)
+		out = append(out, withCommands(f, kubectl(p.Namespace, "delete", "pod").Name("", "Pod", p.Name).Args("--force", "--grace-period=0")))
 	}
 	return out
 }

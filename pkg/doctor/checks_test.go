@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +15,18 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/owners"
+	"github.com/olmguard/olmguard/pkg/unpack"
 )
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 func ago(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
 
-func checks(fs []Finding) string {
+// checks lists the findings' classes, checks and objects, and checks their commands
+// (AssertCommands).
+func checks(t testing.TB, fs []Finding) string {
+	t.Helper()
+	AssertCommands(t, fs)
 	var s []string
 	for _, f := range fs {
 		s = append(s, string(f.Class)+":"+f.Check+":"+f.Namespace+"/"+f.Name)
@@ -56,14 +62,14 @@ func TestCheckInstallPlans(t *testing.T) {
 		unpopulated,
 	}
 	got := CheckInstallPlans(plans, subs)
-	if c := checks(got); c != "F1:PlanMissingOwner:ns/install-2" {
+	if c := checks(t, got); c != "F1:PlanMissingOwner:ns/install-2" {
 		t.Fatalf("findings %s", c)
 	}
 	if !strings.Contains(got[0].Problem, "Subscription beta uses this plan") || strings.Contains(got[0].Problem, "alpha") {
 		t.Errorf("problem %q should name beta only", got[0].Problem)
 	}
 	plans[1] = installPlan("install-2", v1alpha1.InstallPlanPhaseComplete, "alpha", "beta")
-	if c := checks(CheckInstallPlans(plans, subs)); c != "" {
+	if c := checks(t, CheckInstallPlans(plans, subs)); c != "" {
 		t.Errorf("owned plan reported: %s", c)
 	}
 }
@@ -81,15 +87,15 @@ func TestCheckSubscriptions(t *testing.T) {
 		subscription("orphan", "orphan-uid", "install-2", v1alpha1.SubscriptionStateAtLatest, pending("RequiresApproval")),
 		subscription("missing", "missing-uid", "install-9", v1alpha1.SubscriptionStateAtLatest),
 	}
-	got := CheckSubscriptions(subs, plans)
-	if c := checks(got); c != "F2:SubscriptionDrift:ns/stale,F2:SubscriptionDrift:ns/orphan,F2:SubscriptionDrift:ns/missing" {
+	got := CheckSubscriptions(subs, plans, now)
+	if c := checks(t, got); c != "F2:SubscriptionDrift:ns/stale,F2:SubscriptionDrift:ns/orphan,F2:SubscriptionDrift:ns/missing" {
 		t.Fatalf("findings %s", c)
 	}
 	if strings.Contains(got[0].Problem, "(F1)") || !strings.Contains(got[1].Problem, "does not list this Subscription as owner") {
 		t.Errorf("only orphan's plan lacks its owner: %q / %q", got[0].Problem, got[1].Problem)
 	}
-	if !strings.Contains(got[2].Problem, "install-9 does not exist") || !strings.Contains(got[0].Fix, olmguard.ResyncAnnotation) {
-		t.Errorf("problem %q, fix %q", got[2].Problem, got[0].Fix)
+	if !strings.Contains(got[2].Problem, "install-9 does not exist") || !slices.Equal(got[0].Commands, []string{"kubectl -n ns annotate subscription stale " + olmguard.ResyncAnnotation + "=1795262400 --overwrite"}) {
+		t.Errorf("problem %q, commands %q", got[2].Problem, got[0].Commands)
 	}
 }
 
@@ -117,7 +123,7 @@ func TestCheckCSVs(t *testing.T) {
 		csv("deleting", func(c *CSV) { c.DeletionTimestamp = ago(time.Minute) }),
 	}
 	got := CheckCSVs(csvs, now, 5*time.Minute)
-	if c := checks(got); c != "F3:CSVWithoutCleanupFinalizer:ns/bare,F3:CSVStuckTerminating:ns/stuck,F3:CSVStuckTerminating:ns/stuck-on-olm" {
+	if c := checks(t, got); c != "F3:CSVWithoutCleanupFinalizer:ns/bare,F3:CSVStuckTerminating:ns/stuck,F3:CSVStuckTerminating:ns/stuck-on-olm" {
 		t.Fatalf("findings %s", c)
 	}
 	if !strings.Contains(got[1].Fix, "kubectl olmguard uninstall") || strings.Contains(got[2].Fix, "olmguard uninstall") {
@@ -130,30 +136,62 @@ func TestCheckCSVs(t *testing.T) {
 		stock = append(stock, csv(name, func(c *CSV) { c.Finalizers = []string{"operators.coreos.com/csv-cleanup"} }))
 	}
 	got = CheckCSVs(stock, now, 5*time.Minute)
-	if c := checks(got); c != "F3:OlmguardNotRunning:/" || !strings.Contains(got[0].Problem, "none of the 3 CSVs") {
+	if c := checks(t, got); c != "F3:OlmguardNotRunning:/" || !strings.Contains(got[0].Problem, "none of the 3 CSVs") {
 		t.Fatalf("stock cluster: findings %s (%+v)", c, got)
 	}
 }
 
-func TestCheckUnpackJobs(t *testing.T) {
-	job := func(name, cm string, labels map[string]string) batchv1.Job {
-		return batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: name, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm}}}}
+// olmConfigMap is one of OLM's bundle unpack ConfigMaps as the catalog-operator writes it.
+func olmConfigMap(ns, name string) corev1.ConfigMap {
+	return corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name + "-uid"),
+		Labels:          map[string]string{olm.ManagedLabel: olm.ManagedLabelValue},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: "cat", UID: "cat-uid"}}}}
+}
+
+// configMapRef is the ownerReference OLM gives an unpack Job: to its ConfigMap, with its UID.
+func configMapRef(ns, name string) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: types.UID(ns + "/" + name + "-uid")}
+}
+
+// unpackConfigMaps is Audit's lookup, over the ConfigMaps given instead of the cluster's.
+func unpackConfigMaps(cms ...corev1.ConfigMap) UnpackConfigMaps {
+	return func(ns string, ref metav1.OwnerReference) bool {
+		for i := range cms {
+			if cms[i].Namespace == ns && unpack.IsUnpackOwner(&cms[i], ref) {
+				return true
+			}
+		}
+		return false
 	}
+}
+
+func TestCheckUnpackJobs(t *testing.T) {
+	job := func(name string, labels map[string]string, ref metav1.OwnerReference) batchv1.Job {
+		return batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: name, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{ref}}}
+	}
+	abc := configMapRef("olm", "abc")
 	visible := map[string]string{olm.ManagedLabel: "true", olm.BundleUnpackRefLabel: "abc"}
+	otherUID, otherGroup := abc, abc
+	otherUID.UID = "someone-else"
+	otherGroup.APIVersion = "evil.example.com/v1"
 	jobs := []batchv1.Job{
-		job("ou-123", "abc", visible),
-		job("abc", "abc", nil), // legacy hash-named Job: #3210
-		job("ou-456", "abc", map[string]string{olm.BundleUnpackRefLabel: "abc"}), // not olm.managed
-		job("mine", "user-cm", nil), // owned by someone else's ConfigMap
+		job("ou-123", visible, abc),
+		job("abc", nil, abc), // legacy hash-named Job: #3210
+		job("ou-456", map[string]string{olm.BundleUnpackRefLabel: "abc"}, abc), // not olm.managed
+		job("mine", nil, configMapRef("olm", "user-cm")),                       // owned by someone else's ConfigMap
+		job("wrong-uid", nil, otherUID),                                        // names OLM's ConfigMap, not its UID
+		job("wrong-group", nil, otherGroup),                                    // kind ConfigMap of another group
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: "plain"}},
 	}
-	got := CheckUnpackJobs(jobs, func(ns, name string) bool { return ns == "olm" && name == "abc" })
-	if c := checks(got); c != "F4:UnpackJobNameConflict:olm/abc,F4:UnpackJobInvisible:olm/ou-456" {
+	user := olmConfigMap("olm", "user-cm")
+	user.Labels = nil
+	got := CheckUnpackJobs(jobs, unpackConfigMaps(olmConfigMap("olm", "abc"), user))
+	if c := checks(t, got); c != "F4:UnpackJobNameConflict:olm/abc,F4:UnpackJobInvisible:olm/ou-456" {
 		t.Fatalf("findings %s", c)
 	}
-	if !strings.Contains(got[0].Problem, "already exists") {
-		t.Errorf("problem %q", got[0].Problem)
+	if !strings.Contains(got[0].Problem, "already exists") || !slices.Equal(got[1].Commands, []string{"kubectl -n olm delete job ou-456"}) {
+		t.Errorf("problem %q, commands %q", got[0].Problem, got[1].Commands)
 	}
 }
 
@@ -180,7 +218,7 @@ func TestCheckCatalogPods(t *testing.T) {
 		pod("terminating", "good", true, ago(10*time.Second)),
 	}
 	got := CheckCatalogPods(pods, nodes, now, 5*time.Minute, nil)
-	if c := checks(got); c != "F5:CatalogPodNodeNotReady:olm/on-bad,F5:CatalogPodNodeGone:olm/on-gone,F5:CatalogPodStuckTerminating:olm/stuck" {
+	if c := checks(t, got); c != "F5:CatalogPodNodeNotReady:olm/on-bad,F5:CatalogPodNodeGone:olm/on-gone,F5:CatalogPodStuckTerminating:olm/stuck" {
 		t.Fatalf("findings %s", c)
 	}
 }
@@ -200,12 +238,12 @@ func TestCheckCatalogPodsOnlyOwned(t *testing.T) {
 	}
 	pods := []corev1.Pod{pod("real", "ops-uid"), pod("label-only", ""), pod("forged", "forged-uid")}
 	got := CheckCatalogPods(pods, []corev1.Node{bad}, now, 5*time.Minute, CatalogPodOwned([]v1alpha1.CatalogSource{cs}, true))
-	if c := checks(got); c != "F5:CatalogPodNodeNotReady:olm/real" {
+	if c := checks(t, got); c != "F5:CatalogPodNodeNotReady:olm/real" {
 		t.Fatalf("findings %s", c)
 	}
 	// CatalogSources unreadable: an ownerReference to a CatalogSource is enough.
 	got = CheckCatalogPods(pods, []corev1.Node{bad}, now, 5*time.Minute, CatalogPodOwned(nil, false))
-	if c := checks(got); c != "F5:CatalogPodNodeNotReady:olm/real,F5:CatalogPodNodeNotReady:olm/forged" {
+	if c := checks(t, got); c != "F5:CatalogPodNodeNotReady:olm/real,F5:CatalogPodNodeNotReady:olm/forged" {
 		t.Fatalf("findings without CatalogSources %s", c)
 	}
 }
@@ -262,11 +300,11 @@ func TestCheckOrphanCSVs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := CheckOrphanCSVs([]CSV{tt.csv}, subs)
-			if c := checks(got); c != tt.want {
+			if c := checks(t, got); c != tt.want {
 				t.Fatalf("findings %q, want %q", c, tt.want)
 			}
-			if len(got) == 1 && !strings.Contains(got[0].Fix, "kubectl -n left delete csv a.v2") {
-				t.Errorf("fix %q does not say how to remove it", got[0].Fix)
+			if len(got) == 1 && !slices.Equal(got[0].Commands, []string{"kubectl -n left delete csv a.v2"}) {
+				t.Errorf("commands %q do not say how to remove it", got[0].Commands)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,11 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/olmguard/olmguard/internal/kubectlcmd"
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/olm"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
-	"github.com/olmguard/olmguard/pkg/olmguard"
 )
 
 // The checks in this file find OLM failures olmguard reports but does not heal (class OLM): each
@@ -31,8 +32,8 @@ const (
 // no Subscription references (status.installedCSV or currentCSV): OLM's solver keeps the CSV,
 // refuses to install the package again beside it ("constraints not satisfiable ... exists and is
 // not referenced by a subscription") and, for this reason, never retries by itself. An uninstall
-// that deleted only the Subscription leaves one.
-func CheckBlockingCSVs(csvs []CSV, subs []v1alpha1.Subscription) []Finding {
+// that deleted only the Subscription leaves one. now is the value the fix's resync annotations get.
+func CheckBlockingCSVs(csvs []CSV, subs []v1alpha1.Subscription, now time.Time) []Finding {
 	present := map[string]*CSV{}
 	for i := range csvs {
 		present[csvs[i].Namespace+"/"+csvs[i].Name] = &csvs[i]
@@ -64,19 +65,20 @@ func CheckBlockingCSVs(csvs []CSV, subs []v1alpha1.Subscription) []Finding {
 	var out []Finding
 	for _, key := range order {
 		c, by := present[key], blamedBy[key]
-		var names, evidence, nudges []string
+		var names, evidence []string
+		cmds := []kubectlcmd.Command{kubectl(c.Namespace, "delete", "csv").Name("", olm.ClusterServiceVersionKind, c.Name)}
 		for _, s := range by {
 			cond := s.Status.GetCondition(v1alpha1.SubscriptionResolutionFailed)
 			names = append(names, s.Name)
 			evidence = append(evidence, fmt.Sprintf("Subscription %s: ResolutionFailed=True, %s: %s", s.Name, cond.Reason, cond.Message))
-			nudges = append(nudges, fmt.Sprintf("kubectl -n %s annotate subscription %s %s=\"$(date +%%s)\" --overwrite", s.Namespace, s.Name, olmguard.ResyncAnnotation))
+			cmds = append(cmds, resync(s.Namespace, s.Name, now))
 		}
-		out = append(out, Finding{Class: OLM, Kind: olm.ClusterServiceVersionKind, Namespace: c.Namespace, Name: c.Name, Check: "OrphanCSVBlocksResolution",
+		out = append(out, withCommands(Finding{Class: OLM, Kind: olm.ClusterServiceVersionKind, Namespace: c.Namespace, Name: c.Name, Check: "OrphanCSVBlocksResolution",
 			Problem: fmt.Sprintf("installed without a Subscription referencing it, it blocks the resolution of Subscription %s; "+
 				"OLM does not retry a ConstraintsNotSatisfiable resolution by itself", strings.Join(names, ", ")),
 			Evidence: strings.Join(evidence, "; "),
-			Fix: fmt.Sprintf("remove the orphan (its operator stops; CRDs and custom resources stay) and let OLM resolve again: kubectl -n %s delete csv %s && %s",
-				c.Namespace, c.Name, strings.Join(nudges, " && "))})
+			Fix:      "remove the orphan (its operator stops; CRDs and custom resources stay), then annotate the Subscriptions so that OLM resolves again"},
+			cmds...))
 	}
 	return out
 }
@@ -109,12 +111,13 @@ func CheckStuckCSVs(csvs []v1alpha1.ClusterServiceVersion, now time.Time, after 
 				since.UTC().Format(time.RFC3339))}
 		switch c.Status.Reason {
 		case "RequirementsNotMet", "RequirementsUnknown":
-			f.Fix = fmt.Sprintf("list what it misses, then create it (OLM retries by itself): kubectl -n %s get csv %s -o jsonpath="+
-				`'{range .status.requirementStatus[?(@.status!="Present")]}{.kind} {.name}: {.status} {.message}{"\n"}{end}'`, c.Namespace, c.Name)
+			f.Fix = "list what it misses, then create it (OLM retries by itself)"
+			f = withCommands(f, kubectl(c.Namespace, "get", "csv").Name("", olm.ClusterServiceVersionKind, c.Name).
+				Args("-o", `jsonpath={range .status.requirementStatus[?(@.status!="Present")]}{.kind} {.name}: {.status} {.message}{"\n"}{end}`))
 		default: // InstallWaiting, InstallSucceeded in Installing, NeedsReinstall...: the Deployments do not come up
-			f.Fix = fmt.Sprintf("see why its Deployments are not available (image, crash, quota, scheduling), then fix that: "+
-				"kubectl -n %s describe deployments -l %s=%s && kubectl -n %s get events --sort-by=.lastTimestamp",
-				c.Namespace, olm.OwnerLabel, c.Name, c.Namespace)
+			f.Fix = "see why its Deployments are not available (image, crash, quota, scheduling), then fix that"
+			f = withCommands(f, kubectl(c.Namespace, "describe", "deployments").Selector(olm.OwnerLabel, c.Name),
+				kubectl(c.Namespace, "get", "events", "--sort-by=.lastTimestamp"))
 		}
 		out = append(out, f)
 	}
@@ -156,11 +159,15 @@ func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription
 		}
 		extra = names[1:]
 		evidence := append([]string{"OperatorGroups " + strings.Join(names, ", ") + " (oldest first)"}, failed[ns+"/"+ReasonTooManyOperatorGroups]...)
-		out = append(out, Finding{Class: OLM, Kind: olm.OperatorGroupKind, Namespace: ns, Name: extra[len(extra)-1], Check: "TooManyOperatorGroups",
+		deleteExtra := kubectl(ns, "delete", "operatorgroup")
+		for _, name := range extra {
+			deleteExtra = deleteExtra.Name("", olm.OperatorGroupKind, name)
+		}
+		out = append(out, withCommands(Finding{Class: OLM, Kind: olm.OperatorGroupKind, Namespace: ns, Name: extra[len(extra)-1], Check: "TooManyOperatorGroups",
 			Problem:  fmt.Sprintf("%d OperatorGroups in one namespace: OLM installs nothing here and fails the installed CSVs (TooManyOperatorGroups)", len(groups)),
 			Evidence: strings.Join(evidence, "; "),
-			Fix: fmt.Sprintf("keep one OperatorGroup (here the oldest, %s) and delete the others: kubectl -n %s delete operatorgroup %s",
-				names[0], ns, strings.Join(extra, " "))})
+			Fix:      fmt.Sprintf("keep one OperatorGroup (here the oldest, %s) and delete the others", names[0])},
+			deleteExtra))
 	}
 	subsByNS := map[string][]string{}
 	for _, s := range subs {
@@ -173,12 +180,19 @@ func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription
 			continue
 		}
 		evidence := append([]string{"Subscriptions " + strings.Join(subsByNS[ns], ", ") + " and no OperatorGroup"}, failed[ns+"/"+ReasonNoOperatorGroup]...)
-		og := fmt.Sprintf(`{"apiVersion":"%s","kind":"OperatorGroup","metadata":{"name":"%s","namespace":"%s"},"spec":{"targetNamespaces":["%s"]}}`,
-			olm.V1APIVersion, ns, ns, ns)
-		out = append(out, Finding{Class: OLM, Kind: "Namespace", Namespace: ns, Name: ns, Check: "NoOperatorGroup",
+		f := Finding{Class: OLM, Kind: "Namespace", Namespace: ns, Name: ns, Check: "NoOperatorGroup",
 			Problem:  "Subscriptions but no OperatorGroup: OLM's CSVs here fail with NoOperatorGroup and the operators do not run",
-			Evidence: strings.Join(evidence, "; "),
-			Fix:      fmt.Sprintf("create one (for an operator that supports only AllNamespaces, drop spec.targetNamespaces): echo '%s' | kubectl apply -f -", og)})
+			Evidence: strings.Join(evidence, "; ")}
+		if err := kubectlcmd.ValidateName(kubectlcmd.Namespace, ns); err != nil {
+			f.Fix = "create one; no manifest or command printed: " + err.Error()
+			out = append(out, f)
+			continue
+		}
+		og, _ := json.Marshal(map[string]any{"apiVersion": olm.V1APIVersion, "kind": olm.OperatorGroupKind,
+			"metadata": map[string]string{"name": ns, "namespace": ns}, "spec": map[string][]string{"targetNamespaces": {ns}}})
+		f.Fix = fmt.Sprintf("create one: save %s in %s (for an operator that supports only AllNamespaces, drop spec.targetNamespaces), then apply it",
+			og, operatorGroupFile)
+		out = append(out, withCommands(f, kubectl(ns, "apply", "-f", operatorGroupFile)))
 	}
 	return out
 }
@@ -202,24 +216,30 @@ const (
 
 // CheckUnpackFailures finds failed bundle unpacks, as OLM records them: a failed unpack Job (e.g.
 // DeadlineExceeded), a Subscription with BundleUnpackFailed, and an InstallPlan Failed on a bundle
-// lookup. Each fix names the cleanup that lets OLM unpack again. jobs are unpack Jobs owned by
-// OLM's ConfigMaps (Audit's selection); ogs give the OperatorGroup to annotate.
-func CheckUnpackFailures(jobs []batchv1.Job, subs []v1alpha1.Subscription, plans []v1alpha1.InstallPlan, ogs []olmv1.OperatorGroup) []Finding {
+// lookup. Each fix names the cleanup that lets OLM unpack again. A failed Job counts only when it
+// is owned by one of OLM's unpack ConfigMaps (unpackConfigMap, pkg/unpack's rule): a tenant's Job
+// with a made-up ConfigMap ownerReference is none. ogs give the OperatorGroup to annotate.
+func CheckUnpackFailures(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps, subs []v1alpha1.Subscription, plans []v1alpha1.InstallPlan, ogs []olmv1.OperatorGroup) []Finding {
 	var out []Finding
-	failedJobs := map[string][]string{} // namespace -> cleanup commands
+	failedJobs := map[string][]kubectlcmd.Command{} // namespace -> cleanup commands
 	for i := range jobs {
 		j := &jobs[i]
 		cond := jobFailed(j)
 		if cond == nil || j.DeletionTimestamp != nil {
 			continue
 		}
-		cleanup := fmt.Sprintf("kubectl -n %s delete job/%s configmap/%s", j.Namespace, j.Name, configMapOf(j))
+		cm := unpackOwner(j, unpackConfigMap)
+		if cm == "" {
+			continue
+		}
+		cleanup := kubectl(j.Namespace, "delete").Ref("job", "Job", j.Name).Ref("configmap", "ConfigMap", cm)
 		failedJobs[j.Namespace] = append(failedJobs[j.Namespace], cleanup)
-		out = append(out, Finding{Class: OLM, Kind: "Job", Namespace: j.Namespace, Name: j.Name, Check: "UnpackJobFailed",
+		out = append(out, withCommands(Finding{Class: OLM, Kind: "Job", Namespace: j.Namespace, Name: j.Name, Check: "UnpackJobFailed",
 			Problem: fmt.Sprintf("bundle unpack Job of %s failed: OLM before v0.43 reuses the failed Job and never unpacks the bundle again "+
-				"(OLM issue #2265)", configMapOf(j)),
+				"(OLM issue #2265)", cm),
 			Evidence: fmt.Sprintf("Job condition Failed=True, %s: %s", cond.Reason, cond.Message),
-			Fix:      "delete the Job and its ConfigMap so OLM unpacks the bundle again: " + cleanup})
+			Fix:      "delete the Job and its ConfigMap so OLM unpacks the bundle again"},
+			cleanup))
 	}
 	ogOf := map[string]string{}
 	for _, g := range ogs {
@@ -231,14 +251,19 @@ func CheckUnpackFailures(jobs []batchv1.Job, subs []v1alpha1.Subscription, plans
 		if s.DeletionTimestamp != nil || cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != v1alpha1.ReasonBundleUnpackFailed {
 			continue
 		}
-		fix := unpackRetryFix(s.Namespace, ogOf[s.Namespace])
-		if cmds := failedJobs[s.Spec.CatalogSourceNamespace]; len(cmds) > 0 {
-			fix = "delete the failed unpack Jobs of its catalog's namespace: " + strings.Join(cmds, " && ") + "; then " + fix
+		fix, retry := unpackRetryFix(s.Namespace, ogOf[s.Namespace])
+		cmds := failedJobs[s.Spec.CatalogSourceNamespace]
+		if len(cmds) > 0 {
+			fix = "delete the failed unpack Jobs of its catalog's namespace; then " + fix
 		}
-		out = append(out, Finding{Class: OLM, Kind: olm.SubscriptionKind, Namespace: s.Namespace, Name: s.Name, Check: "BundleUnpackFailed",
+		if retry != nil {
+			cmds = append(slices.Clone(cmds), *retry)
+		}
+		out = append(out, withCommands(Finding{Class: OLM, Kind: olm.SubscriptionKind, Namespace: s.Namespace, Name: s.Name, Check: "BundleUnpackFailed",
 			Problem:  fmt.Sprintf("the bundle for this Subscription could not be unpacked (catalog %s/%s): nothing is installed", s.Spec.CatalogSourceNamespace, s.Spec.CatalogSource),
 			Evidence: fmt.Sprintf("Subscription condition BundleUnpackFailed=True, %s: %s", cond.Reason, cond.Message),
-			Fix:      fix})
+			Fix:      fix},
+			cmds...))
 	}
 	for i := range plans {
 		p := &plans[i]
@@ -246,32 +271,37 @@ func CheckUnpackFailures(jobs []batchv1.Job, subs []v1alpha1.Subscription, plans
 		if p.DeletionTimestamp != nil || p.Status.Phase != v1alpha1.InstallPlanPhaseFailed || evidence == "" {
 			continue
 		}
-		var cleanup []string
+		var cleanup []kubectlcmd.Command
 		for _, l := range p.Status.BundleLookups {
 			if l.CatalogSourceRef != nil && l.Path != "" {
 				// The Job may carry olmguard's scoped name: it is found by OLM's label.
 				ns, name := l.CatalogSourceRef.Namespace, olm.UnpackName(l.Path)
-				cleanup = append(cleanup, fmt.Sprintf("kubectl -n %s delete job -l %s=%s && kubectl -n %s delete configmap %s --ignore-not-found",
-					ns, olm.BundleUnpackRefLabel, name, ns, name))
+				cleanup = append(cleanup, kubectl(ns, "delete", "job").Selector(olm.BundleUnpackRefLabel, name),
+					kubectl(ns, "delete", "configmap").Name("", "ConfigMap", name).Args("--ignore-not-found"))
 			}
 		}
-		cleanup = append(cleanup, fmt.Sprintf("kubectl -n %s delete installplan %s", p.Namespace, p.Name))
-		out = append(out, Finding{Class: OLM, Kind: olm.InstallPlanKind, Namespace: p.Namespace, Name: p.Name, Check: "InstallPlanUnpackFailed",
+		cleanup = append(cleanup, kubectl(p.Namespace, "delete", "installplan").Name("", olm.InstallPlanKind, p.Name))
+		out = append(out, withCommands(Finding{Class: OLM, Kind: olm.InstallPlanKind, Namespace: p.Namespace, Name: p.Name, Check: "InstallPlanUnpackFailed",
 			Problem:  "InstallPlan failed unpacking its bundle; OLM does not create another plan while this one stays Failed",
 			Evidence: evidence,
-			Fix:      "delete the unpack Job, its ConfigMap and the plan, so that the Subscription resolves and OLM unpacks again: " + strings.Join(cleanup, " && ")})
+			Fix:      "delete the unpack Job, its ConfigMap and the plan, so that the Subscription resolves and OLM unpacks again"},
+			cleanup...))
 	}
 	return out
 }
 
 // unpackRetryFix is the OperatorGroup setting that makes OLM v0.26+ retry failed unpacks and
-// gives slow image pulls more time.
-func unpackRetryFix(ns, og string) string {
+// gives slow image pulls more time: its prose, and its command when the namespace has an
+// OperatorGroup.
+func unpackRetryFix(ns, og string) (string, *kubectlcmd.Command) {
+	fix := "let OLM retry failed unpacks and allow slow pulls more time (OLM v0.26+): annotate the namespace's OperatorGroup with " +
+		olm.BundleUnpackTimeoutAnnotation + "=30m and " + olm.BundleUnpackMinRetryIntervalAnnotation + "=10m"
 	if og == "" {
-		og = "<operatorgroup>"
+		return fix + " (it has none: create one first)", nil
 	}
-	return fmt.Sprintf("let OLM retry failed unpacks and allow slow pulls more time (OLM v0.26+): kubectl -n %s annotate operatorgroup %s %s=30m %s=10m --overwrite",
-		ns, og, olm.BundleUnpackTimeoutAnnotation, olm.BundleUnpackMinRetryIntervalAnnotation)
+	cmd := kubectl(ns, "annotate", "operatorgroup").Name("", olm.OperatorGroupKind, og).
+		Args(olm.BundleUnpackTimeoutAnnotation+"=30m", olm.BundleUnpackMinRetryIntervalAnnotation+"=10m", "--overwrite")
+	return fix, &cmd
 }
 
 func jobFailed(j *batchv1.Job) *batchv1.JobCondition {
@@ -281,15 +311,6 @@ func jobFailed(j *batchv1.Job) *batchv1.JobCondition {
 		}
 	}
 	return nil
-}
-
-func configMapOf(j *batchv1.Job) string {
-	for _, r := range j.OwnerReferences {
-		if r.Kind == "ConfigMap" {
-			return r.Name
-		}
-	}
-	return ""
 }
 
 // planUnpackFailure is the evidence that a Failed plan failed on a bundle unpack: a bundle lookup
@@ -339,11 +360,14 @@ func CheckCatalogSources(cats []v1alpha1.CatalogSource, now time.Time, after tim
 			Problem:  fmt.Sprintf("catalog not READY %s after its creation: OLM resolves nothing from it", age.Round(time.Second)),
 			Evidence: evidence}
 		if cs.Spec.Image == "" && cs.Spec.Address != "" {
-			f.Fix = fmt.Sprintf("nothing serves the catalog at %s: point it at a running registry, kubectl -n %s patch catalogsource %s --type merge -p '{\"spec\":{\"address\":\"HOST:PORT\"}}', "+
-				"or remove it: kubectl -n %s delete catalogsource %s", cs.Spec.Address, cs.Namespace, cs.Name, cs.Namespace, cs.Name)
+			f.Fix = fmt.Sprintf("nothing serves the catalog at %s: point it at a running registry (first command, with HOST:PORT replaced), "+
+				"or remove it (second command)", cs.Spec.Address)
+			f = withCommands(f,
+				kubectl(cs.Namespace, "patch", "catalogsource").Name("", olm.CatalogSourceKind, cs.Name).Args("--type", "merge", "-p", `{"spec":{"address":"HOST:PORT"}}`),
+				kubectl(cs.Namespace, "delete", "catalogsource").Name("", olm.CatalogSourceKind, cs.Name))
 		} else {
-			f.Fix = fmt.Sprintf("see why its registry pod does not serve (image pull, crash, OOM), then fix the image or resources: kubectl -n %s describe pods -l %s=%s",
-				cs.Namespace, olm.CatalogSourceLabel, cs.Name)
+			f.Fix = "see why its registry pod does not serve (image pull, crash, OOM), then fix the image or resources"
+			f = withCommands(f, kubectl(cs.Namespace, "describe", "pods").Selector(olm.CatalogSourceLabel, cs.Name))
 		}
 		out = append(out, f)
 	}
@@ -438,11 +462,13 @@ func CheckPackageServer(svc *APIService) []Finding {
 	if svc.Service != nil {
 		ns, service = svc.Service.Namespace, svc.Service.Name
 	}
-	return []Finding{{Class: OLM, Kind: "APIService", Name: svc.Name, Check: "PackageServerUnavailable",
+	return []Finding{withCommands(Finding{Class: OLM, Kind: "APIService", Name: svc.Name, Check: "PackageServerUnavailable",
 		Problem:  "the packages API is unavailable: kubectl get packagemanifests fails, and consoles list no operators",
 		Evidence: evidence,
-		Fix: fmt.Sprintf("see whether packageserver runs and has endpoints, then restart it: kubectl -n %s get csv packageserver; kubectl -n %s get endpoints %s; "+
-			"kubectl -n %s rollout restart deployment packageserver", ns, ns, service, ns)}}
+		Fix:      "see whether packageserver runs and has endpoints, then restart it"},
+		kubectl(ns, "get", "csv", "packageserver"),
+		kubectl(ns, "get", "endpoints").Name("", kubectlcmd.Service, service),
+		kubectl(ns, "rollout", "restart", "deployment", "packageserver"))}
 }
 
 // catalogPodFailure is the finding on a catalog pod whose registry container was OOMKilled or
@@ -452,12 +478,12 @@ func catalogPodFailure(p *corev1.Pod, check, evidence, container string) Finding
 	f := Finding{Class: OLM, Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Check: check, Evidence: evidence}
 	if check == "CatalogPodOOMKilled" {
 		f.Problem = fmt.Sprintf("the registry of catalog %s runs out of memory: while it restarts, OLM resolves nothing from it", catalog)
-		f.Fix = fmt.Sprintf("give the registry more memory (sets its request and GOMEMLIMIT; check limits: kubectl -n %s get limitrange): "+
-			`kubectl -n %s patch catalogsource %s --type merge -p '{"spec":{"grpcPodConfig":{"memoryTarget":"512Mi"}}}'`, p.Namespace, p.Namespace, catalog)
-		return f
+		f.Fix = "give the registry more memory (sets its request and GOMEMLIMIT; first command: check the namespace's limits)"
+		return withCommands(f, kubectl(p.Namespace, "get", "limitrange"),
+			kubectl(p.Namespace, "patch", "catalogsource").Name("", olm.CatalogSourceKind, catalog).
+				Args("--type", "merge", "-p", `{"spec":{"grpcPodConfig":{"memoryTarget":"512Mi"}}}`))
 	}
 	f.Problem = fmt.Sprintf("the registry of catalog %s crash-loops: OLM resolves nothing from it", catalog)
-	f.Fix = fmt.Sprintf("read why it exits, then fix the catalog image (OLM replaces the pod when spec.image changes): kubectl -n %s logs %s -c %s --previous",
-		p.Namespace, p.Name, container)
-	return f
+	f.Fix = "read why it exits, then fix the catalog image (OLM replaces the pod when spec.image changes)"
+	return withCommands(f, kubectl(p.Namespace, "logs").Name("", "Pod", p.Name).Name("-c", kubectlcmd.Container, container).Args("--previous"))
 }

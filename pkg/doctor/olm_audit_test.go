@@ -189,9 +189,14 @@ func TestAuditOLMChecks(t *testing.T) {
 		t.Errorf("findings\n  %s\nwant\n  %s", strings.Join(keys, "\n  "), strings.Join(want, "\n  "))
 	}
 	for k, f := range got {
-		if f.Evidence == "" || !strings.Contains(f.Fix, "kubectl ") {
-			t.Errorf("%s: evidence %q, fix %q", k, f.Evidence, f.Fix)
+		if f.Evidence == "" || f.Fix == "" || len(f.Commands) == 0 {
+			t.Errorf("%s: evidence %q, fix %q, commands %q", k, f.Evidence, f.Fix, f.Commands)
 		}
+		doctor.AssertCommands(t, []doctor.Finding{f})
+	}
+	// OLM's failed unpack Job, owned by its ConfigMap (with its UID): one kubectl invocation.
+	if cmds := got["UnpackJobFailed "+ns+"/"+unpack].Commands; !slices.Equal(cmds, []string{"kubectl -n " + ns + " delete job/" + unpack + " configmap/" + unpack}) {
+		t.Errorf("UnpackJobFailed commands %q", cmds)
 	}
 	for k, sub := range map[string]string{
 		"PackageServerUnavailable /" + doctor.PackageServerAPIService: "Available=False",

@@ -15,18 +15,18 @@ import (
 )
 
 // wants checks each finding's check list, and that every finding carries evidence and a fix
-// holding want (a command a user pastes).
+// whose commands (one a line) hold want.
 func wants(t *testing.T, got []Finding, check string, fix ...string) {
 	t.Helper()
-	if c := checks(got); c != check {
+	if c := checks(t, got); c != check {
 		t.Fatalf("findings %q, want %q", c, check)
 	}
 	for i, f := range got {
 		if f.Evidence == "" || f.Fix == "" || f.Class != OLM {
 			t.Errorf("finding %s: class %s, evidence %q, fix %q", f.Check, f.Class, f.Evidence, f.Fix)
 		}
-		if i < len(fix) && !strings.Contains(f.Fix, fix[i]) {
-			t.Errorf("finding %s: fix %q lacks %q", f.Check, f.Fix, fix[i])
+		if cmds := strings.Join(f.Commands, "\n"); i < len(fix) && !strings.Contains(cmds, fix[i]) {
+			t.Errorf("finding %s: commands %q lack %q", f.Check, cmds, fix[i])
 		}
 	}
 }
@@ -65,12 +65,12 @@ func TestCheckBlockingCSVs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := CheckBlockingCSVs(tt.csvs, tt.subs)
+			got := CheckBlockingCSVs(tt.csvs, tt.subs, now)
 			if tt.want == "" {
 				wants(t, got, "")
 				return
 			}
-			wants(t, got, tt.want, "kubectl -n ns delete csv beta.v1.0.0 && kubectl -n ns annotate subscription beta-again olmguard.io/resync=")
+			wants(t, got, tt.want, "kubectl -n ns delete csv beta.v1.0.0\nkubectl -n ns annotate subscription beta-again olmguard.io/resync=1795262400 --overwrite")
 			if !strings.Contains(got[0].Evidence, "ConstraintsNotSatisfiable: constraints not satisfiable") || !strings.Contains(got[0].Problem, "beta-again") {
 				t.Errorf("evidence %q, problem %q", got[0].Evidence, got[0].Problem)
 			}
@@ -99,7 +99,8 @@ func TestCheckStuckCSVs(t *testing.T) {
 	}
 	got := CheckStuckCSVs(csvs, now, 10*time.Minute)
 	wants(t, got, "OLM:CSVStuckInstalling:ns/installing,OLM:CSVStuckInstalling:ns/pending,OLM:CSVStuckInstalling:ns/created-long-ago",
-		"kubectl -n ns describe deployments -l olm.owner=installing", "kubectl -n ns get csv pending -o jsonpath=")
+		"kubectl -n ns describe deployments -l olm.owner=installing\nkubectl -n ns get events --sort-by=.lastTimestamp",
+		`kubectl -n ns get csv pending -o 'jsonpath={range .status.requirementStatus[?(@.status!="Present")]}{.kind} {.name}: {.status} {.message}{"\n"}{end}'`)
 	if e := got[1].Evidence; !strings.Contains(e, "status.phase=Pending, reason RequirementsNotMet: msg of pending") {
 		t.Errorf("evidence %q lacks OLM's reason and message", e)
 	}
@@ -128,7 +129,7 @@ func TestCheckOperatorGroups(t *testing.T) {
 	}
 	got := CheckOperatorGroups(ogs, subs, csvs)
 	wants(t, got, "OLM:TooManyOperatorGroups:three/c,OLM:TooManyOperatorGroups:two/second,OLM:NoOperatorGroup:none/none",
-		"kubectl -n three delete operatorgroup b c", "kubectl -n two delete operatorgroup second", "| kubectl apply -f -")
+		"kubectl -n three delete operatorgroup b c", "kubectl -n two delete operatorgroup second", "kubectl -n none apply -f operatorgroup.json")
 	if e := got[1].Evidence; !strings.Contains(e, "OperatorGroups first, second (oldest first)") || !strings.Contains(e, "Failed, TooManyOperatorGroups: csv created") {
 		t.Errorf("evidence %q", e)
 	}
@@ -143,7 +144,7 @@ func TestCheckOperatorGroups(t *testing.T) {
 func TestCheckUnpackFailures(t *testing.T) {
 	job := func(name string, cond *batchv1.JobCondition) batchv1.Job {
 		j := batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: name,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "cm-" + name}}}}
+			OwnerReferences: []metav1.OwnerReference{configMapRef("olm", "cm-"+name)}}}
 		if cond != nil {
 			j.Status.Conditions = []batchv1.JobCondition{*cond}
 		}
@@ -171,18 +172,22 @@ func TestCheckUnpackFailures(t *testing.T) {
 	plans := []v1alpha1.InstallPlan{lookupFailed, installedFalse, otherFailure, installPlan("install-ok", v1alpha1.InstallPlanPhaseComplete)}
 	ogs := []olmv1.OperatorGroup{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "og"}}}
 
-	got := CheckUnpackFailures(jobs, []v1alpha1.Subscription{unpackFailed, unpacking}, plans, ogs)
+	olmConfigMaps := unpackConfigMaps(olmConfigMap("olm", "cm-failed"))
+	got := CheckUnpackFailures(jobs, olmConfigMaps, []v1alpha1.Subscription{unpackFailed, unpacking}, plans, ogs)
 	name := olm.UnpackName("quay.io/x/beta-bundle:v1")
 	wants(t, got, "OLM:UnpackJobFailed:olm/failed,OLM:BundleUnpackFailed:ns/beta,OLM:InstallPlanUnpackFailed:ns/install-old,OLM:InstallPlanUnpackFailed:ns/install-cond",
 		"kubectl -n olm delete job/failed configmap/cm-failed",
-		"kubectl -n olm delete job/failed configmap/cm-failed",
-		"kubectl -n olm delete job -l operatorframework.io/bundle-unpack-ref="+name+" && kubectl -n olm delete configmap "+name+" --ignore-not-found && kubectl -n ns delete installplan install-old",
+		"kubectl -n olm delete job/failed configmap/cm-failed\n",
+		"kubectl -n olm delete job -l operatorframework.io/bundle-unpack-ref="+name+"\nkubectl -n olm delete configmap "+name+" --ignore-not-found\nkubectl -n ns delete installplan install-old",
 		"kubectl -n ns delete installplan install-cond")
+	if len(got[0].Commands) != 1 || len(got[1].Commands) != 2 || len(got[2].Commands) != 3 {
+		t.Errorf("commands %q / %q / %q", got[0].Commands, got[1].Commands, got[2].Commands)
+	}
 	if !strings.Contains(got[0].Evidence, "DeadlineExceeded: Job was active longer") || !strings.Contains(got[3].Evidence, "InstallCheckFailed: bundle unpacking failed") {
 		t.Errorf("evidence %q / %q", got[0].Evidence, got[3].Evidence)
 	}
-	if !strings.Contains(got[1].Fix, "kubectl -n ns annotate operatorgroup og operatorframework.io/bundle-unpack-timeout=30m operatorframework.io/bundle-unpack-min-retry-interval=10m") {
-		t.Errorf("fix %q lacks the retry annotation on the namespace's OperatorGroup", got[1].Fix)
+	if !strings.Contains(strings.Join(got[1].Commands, "\n"), "kubectl -n ns annotate operatorgroup og operatorframework.io/bundle-unpack-timeout=30m operatorframework.io/bundle-unpack-min-retry-interval=10m --overwrite") {
+		t.Errorf("commands %q lack the retry annotation on the namespace's OperatorGroup", got[1].Commands)
 	}
 }
 
@@ -210,7 +215,8 @@ func TestCheckCatalogSources(t *testing.T) {
 	}
 	got := CheckCatalogSources(cats, now, 10*time.Minute)
 	wants(t, got, "OLM:CatalogNotReady:olm/failing,OLM:CatalogNotReady:olm/never,OLM:CatalogNotReady:olm/nowhere",
-		"kubectl -n olm describe pods -l olm.catalogSource=failing", "", "kubectl -n olm delete catalogsource nowhere")
+		"kubectl -n olm describe pods -l olm.catalogSource=failing", "",
+		`kubectl -n olm patch catalogsource nowhere --type merge -p '{"spec":{"address":"HOST:PORT"}}'`+"\nkubectl -n olm delete catalogsource nowhere")
 	if !strings.Contains(got[0].Evidence, "lastObservedState=TRANSIENT_FAILURE, address failing.olm.svc:50051") ||
 		!strings.Contains(got[1].Evidence, "never connected; status.reason RegistryServerError") {
 		t.Errorf("evidence %q / %q", got[0].Evidence, got[1].Evidence)
@@ -242,7 +248,7 @@ func TestCheckCatalogPodContainers(t *testing.T) {
 	}
 	got := CheckCatalogPods(pods, []corev1.Node{ready}, now, 5*time.Minute, nil)
 	wants(t, got, "OLM:CatalogPodOOMKilled:olm/oom-looping,OLM:CatalogPodOOMKilled:olm/oom-now,OLM:CatalogPodCrashLoop:olm/crashing",
-		`kubectl -n olm patch catalogsource ops --type merge -p '{"spec":{"grpcPodConfig":{"memoryTarget":"512Mi"}}}'`, "",
+		"kubectl -n olm get limitrange\n"+`kubectl -n olm patch catalogsource ops --type merge -p '{"spec":{"grpcPodConfig":{"memoryTarget":"512Mi"}}}'`, "",
 		"kubectl -n olm logs crashing -c registry-server --previous")
 	if e := got[0].Evidence; !strings.Contains(e, "last terminated OOMKilled (exit code 137)") || !strings.Contains(e, "4 restarts, now waiting CrashLoopBackOff") {
 		t.Errorf("evidence %q", e)
@@ -270,7 +276,7 @@ func TestCheckPackageServer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := CheckPackageServer(tt.svc)
-			wants(t, got, tt.want, "kubectl -n olm get endpoints packageserver-service; kubectl -n olm rollout restart deployment packageserver")
+			wants(t, got, tt.want, "kubectl -n olm get csv packageserver\nkubectl -n olm get endpoints packageserver-service\nkubectl -n olm rollout restart deployment packageserver")
 			if len(got) == 1 && tt.svc.Conditions != nil && !strings.Contains(got[0].Evidence, "Available=False") {
 				t.Errorf("evidence %q", got[0].Evidence)
 			}

@@ -7,13 +7,17 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/olmguard/olmguard/internal/printable"
 )
 
-// WriteTable prints the report for people: one row per finding with its evidence and fix, then a
-// summary.
+// WriteTable prints the report for people: one row per finding with its evidence and fix, each
+// command of the fix on a line of its own under it, then a summary. Every field is one line with
+// its control characters escaped (printable.Line): names, messages and addresses come from the
+// cluster, where a tenant may have written escape sequences a terminal would act on.
 func WriteTable(w io.Writer, r *Report) error {
 	for _, s := range r.Skipped {
-		fmt.Fprintf(w, "warning: skipped %s\n", s)
+		fmt.Fprintf(w, "warning: skipped %s\n", printable.Line(s))
 	}
 	if len(r.Findings) == 0 {
 		_, err := fmt.Fprintf(w, "No problems found (%s).\n", checkedSummary(r.Checked))
@@ -30,7 +34,11 @@ func WriteTable(w io.Writer, r *Report) error {
 		if f.Evidence != "" {
 			problem += " [evidence: " + f.Evidence + "]"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\n", f.Class, ns, strings.ToLower(f.Kind), f.Name, oneLine(problem), oneLine(f.Fix))
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\n", printable.Line(string(f.Class)), printable.Line(ns),
+			printable.Line(strings.ToLower(f.Kind)), printable.Line(f.Name), printable.Line(problem), printable.Line(f.Fix))
+		for _, c := range f.Commands {
+			fmt.Fprintf(tw, "\t\t\t\t  %s\n", printable.Line(c))
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -66,6 +74,3 @@ func checkedSummary(checked map[string]int) string {
 	sort.Strings(parts)
 	return "checked " + strings.Join(parts, ", ")
 }
-
-// oneLine keeps a table row on one line whatever a message holds.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

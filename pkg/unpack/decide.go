@@ -75,12 +75,28 @@ func Decide(j *batchv1.Job, now time.Time, ttl time.Duration) Decision {
 
 // ConfigMapOwner is the name of the ConfigMap owning the Job, "" if none.
 func ConfigMapOwner(o metav1.Object) string {
+	r, _ := ConfigMapOwnerRef(o)
+	return r.Name
+}
+
+// ConfigMapOwnerRef is the ownerReference of the ConfigMap owning the Job: apiVersion v1, kind
+// ConfigMap. Its name and UID are whatever the Job's writer put there: IsUnpackOwner checks them
+// against the ConfigMap read from the cluster.
+func ConfigMapOwnerRef(o metav1.Object) (metav1.OwnerReference, bool) {
 	for _, r := range o.GetOwnerReferences() {
 		if r.Kind == "ConfigMap" && r.APIVersion == "v1" {
-			return r.Name
+			return r, true
 		}
 	}
-	return ""
+	return metav1.OwnerReference{}, false
+}
+
+// IsUnpackOwner reports whether cm, as read from the cluster, is the ConfigMap a Job's
+// ownerReference ref names (same name and UID) and one of OLM's unpack ConfigMaps. Anyone who
+// may create a Job can point its ownerReference at any name and UID; the garbage collector never
+// removes a Job whose owner does not exist.
+func IsUnpackOwner(cm *corev1.ConfigMap, ref metav1.OwnerReference) bool {
+	return cm.Name == ref.Name && cm.UID != "" && cm.UID == ref.UID && IsOLMConfigMap(cm)
 }
 
 // IsOLMConfigMap reports whether a ConfigMap is one of OLM's bundle unpack ConfigMaps: managed

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/pkg/metrics"
 )
 
@@ -86,18 +87,22 @@ type Violation struct {
 // is counted in olmguard_webhook_policy_violations_total and logged with the request (the
 // logger controller-runtime puts in ctx names the object and the user): a warning reaches only
 // the writer, and the log is where an administrator finds what a policy in warn mode let through.
+// Messages quote what the writer wrote (names, addresses, images): each is one line with its
+// control characters escaped (printable.Line), so that neither the writer's terminal nor a log
+// reader's acts on escape sequences in them.
 func Respond(ctx context.Context, violations []Violation) admission.Response {
 	var denied, warnings []string
 	for _, v := range violations {
+		msg := printable.Line(v.Message)
 		if v.Mode == Enforce || v.Mode == Warn {
 			metrics.PolicyViolations.WithLabelValues(v.Policy, string(v.Mode)).Inc()
-			log.FromContext(ctx).Info("policy violation", "policy", v.Policy, "mode", v.Mode, "message", v.Message)
+			log.FromContext(ctx).Info("policy violation", "policy", v.Policy, "mode", v.Mode, "message", msg)
 		}
 		switch v.Mode {
 		case Enforce:
-			denied = append(denied, v.Message)
+			denied = append(denied, msg)
 		case Warn:
-			warnings = append(warnings, "olmguard: "+v.Message)
+			warnings = append(warnings, "olmguard: "+msg)
 		}
 	}
 	var resp admission.Response

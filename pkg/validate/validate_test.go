@@ -353,3 +353,25 @@ func TestCSVHandlerDeniesRemovalDuringCleanup(t *testing.T) {
 		t.Fatalf("removal by the controller: %+v", r.Result)
 	}
 }
+
+// A CatalogSource's spec.address is the writer's: the denial, the warning and the log line quote
+// it with its escape sequences (ESC, OSC 8, CSI U+009B, RLO U+202E) escaped. Fails before the
+// fix: Respond passed the messages on raw.
+func TestRespondEscapesControlCharacters(t *testing.T) {
+	const hostile = "10.0.0.1:50051\x1b]8;;http://x\x1b\\click\x1b]8;;\x1b\\\x1b[2J\u009b31m\u202e"
+	var lines []string
+	ctx := log.IntoContext(context.Background(), funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{}))
+	for _, mode := range []Mode{Enforce, Warn} {
+		lines = nil
+		p := Policies{CatalogTrust: mode}
+		v := CatalogSourcePolicies(p, TrustedCatalogs{GlobalNamespace: "olm"}, Catalog{Namespace: "tenant-a", Name: "c", SourceType: v1alpha1.SourceTypeGrpc, Address: hostile})
+		if len(v) != 1 || !strings.Contains(v[0].Message, hostile) {
+			t.Fatalf("%s: violations %+v", mode, v)
+		}
+		r := Respond(ctx, v)
+		out := strings.Join(append(append([]string{r.Result.Message}, r.Warnings...), lines...), "\n")
+		if !strings.Contains(out, `10.0.0.1:50051\x1b]8;;http://x\x1b\click`) || strings.ContainsAny(out, "\x1b\u009b\u202e") {
+			t.Errorf("%s: answer and log:\n%q", mode, out)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/drift"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
@@ -147,7 +148,10 @@ func (d *demo) realOrphanCSV(ctx context.Context, c *cluster.Cluster, bin, mode 
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(d.out, "    doctor: %s\n    fix: %s\n", f.Problem, f.Fix)
+	fmt.Fprintf(d.out, "    doctor: %s\n    fix: %s\n", printable.Line(f.Problem), printable.Line(f.Fix))
+	for _, c := range f.Commands {
+		fmt.Fprintf(d.out, "      %s\n", printable.Line(c))
+	}
 	fixed := time.Now()
 	orphan := &v1alpha1.ClusterServiceVersion{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: csvName}, orphan); err != nil {

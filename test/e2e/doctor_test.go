@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/internal/shellquote"
 	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
 	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -174,6 +175,11 @@ func TestDoctor(t *testing.T) {
 			got[string(f.Class)+":"+f.Check+":"+f.Name] = true
 			if f.Fix == "" || f.Problem == "" || f.Namespace != ns {
 				t.Errorf("finding without problem, fix or namespace: %+v", f)
+			}
+			for _, c := range f.Commands {
+				if words, err := shellquote.Split(c); err != nil || words[0] != "kubectl" {
+					t.Errorf("%s: command %q is not one kubectl invocation: %v", f.Check, c, err)
+				}
 			}
 		}
 		for k := range want {

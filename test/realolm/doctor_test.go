@@ -131,10 +131,10 @@ func TestDoctorOLMFailures(t *testing.T) {
 	})
 	code, report := doctorReport(t, c, twoOGs)
 	f := finding(t, report, "TooManyOperatorGroups", "og-again")
-	if code != 1 || !strings.Contains(f.Evidence, "Failed, TooManyOperatorGroups") || !strings.Contains(f.Fix, "kubectl -n "+twoOGs+" delete operatorgroup og-again") {
+	if code != 1 || !strings.Contains(f.Evidence, "Failed, TooManyOperatorGroups") || !slices.Contains(f.Commands, "kubectl -n "+twoOGs+" delete operatorgroup og-again") {
 		t.Errorf("two OperatorGroups on OLM %s: exit %d, %+v", o.Version, code, f)
 	}
-	t.Logf("OLM %s, two OperatorGroups: %s [%s] -> %s", o.Version, f.Problem, f.Evidence, f.Fix)
+	t.Logf("OLM %s, two OperatorGroups: %s [%s] -> %s %q", o.Version, f.Problem, f.Evidence, f.Fix, f.Commands)
 
 	if err := ResolutionFailed(ctx, c.Client, again, drift.ReasonConstraintsNotSatisfiable); err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestDoctorOLMFailures(t *testing.T) {
 	if code != 1 || !strings.Contains(f.Evidence, "Subscription beta-again: ResolutionFailed=True, ConstraintsNotSatisfiable") {
 		t.Errorf("orphan CSV on OLM %s: exit %d, %+v", o.Version, code, f)
 	}
-	t.Logf("OLM %s, orphan CSV: %s [%s] -> %s", o.Version, f.Problem, f.Evidence, f.Fix)
+	t.Logf("OLM %s, orphan CSV: %s [%s] -> %s %q", o.Version, f.Problem, f.Evidence, f.Fix, f.Commands)
 	// The fix doctor prints: delete the orphan, touch the Subscription; OLM then installs again.
 	if err := c.Client.Delete(ctx, &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: orphan, Name: csvName}}); err != nil {
 		t.Fatal(err)
@@ -174,10 +174,10 @@ func TestDoctorOLMFailures(t *testing.T) {
 	})
 	code, report = doctorReport(t, c, catalogs, "--pending-after=1s")
 	f = finding(t, report, "CatalogNotReady", cs.Name)
-	if code != 1 || !strings.Contains(f.Evidence, "lastObservedState=") || !strings.Contains(f.Fix, "kubectl -n "+catalogs+" delete catalogsource nowhere") {
+	if code != 1 || !strings.Contains(f.Evidence, "lastObservedState=") || !slices.Contains(f.Commands, "kubectl -n "+catalogs+" delete catalogsource nowhere") {
 		t.Errorf("catalog pointing nowhere on OLM %s: exit %d, %+v", o.Version, code, f)
 	}
-	t.Logf("OLM %s, catalog pointing nowhere: %s [%s] -> %s", o.Version, f.Problem, f.Evidence, f.Fix)
+	t.Logf("OLM %s, catalog pointing nowhere: %s [%s] -> %s %q", o.Version, f.Problem, f.Evidence, f.Fix, f.Commands)
 	if code, report = doctorReport(t, c, catalogs); slices.ContainsFunc(report.Findings, func(f doctor.Finding) bool { return f.Check == "CatalogNotReady" }) {
 		t.Errorf("within the default --pending-after (10m), doctor reports the new catalog: exit %d, %+v", code, report.Findings)
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/olmguard/olmguard/internal/flags"
+	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/metrics"
 )
@@ -128,15 +129,14 @@ func (a *Auditor) RunOnce(ctx context.Context, logger logr.Logger) error {
 		id := FindingID(f)
 		now[id] = true
 		if !a.known[id] {
-			logger.Info("OLM audit: "+f.Problem, "class", f.Class, "check", f.Check, "kind", f.Kind, "namespace", f.Namespace, "name", f.Name,
-				"evidence", f.Evidence, "fix", f.Fix)
+			logFinding(logger, f)
 		}
 	}
 	skipped := map[string]bool{}
 	for _, s := range report.Skipped {
 		skipped[s] = true
 		if !a.skipped[s] { // said once: a missing permission or kind does not fix itself
-			logger.Info("OLM audit: checks skipped", "reason", s)
+			logger.Info("OLM audit: checks skipped", "reason", printable.Line(s))
 		}
 	}
 	a.skipped = skipped
@@ -168,4 +168,17 @@ func FindingID(f doctor.Finding) string {
 // countKept counts the findings of before that are still there now.
 func countKept(before, now map[string]bool) int {
 	return len(slices.DeleteFunc(slices.Collect(maps.Keys(before)), func(id string) bool { return !now[id] }))
+}
+
+// logFinding logs a new finding once: every field that holds what a tenant or OLM wrote (names,
+// OLM's messages, the fix and its commands) escaped, so that a log reader's terminal shows escape
+// sequences instead of acting on them.
+func logFinding(logger logr.Logger, f doctor.Finding) {
+	cmds := make([]string, len(f.Commands))
+	for i, c := range f.Commands {
+		cmds[i] = printable.Line(c)
+	}
+	logger.Info("OLM audit: "+printable.Line(f.Problem), "class", f.Class, "check", f.Check, "kind", f.Kind,
+		"namespace", printable.Line(f.Namespace), "name", printable.Line(f.Name),
+		"evidence", printable.Line(f.Evidence), "fix", printable.Line(f.Fix), "commands", cmds)
 }

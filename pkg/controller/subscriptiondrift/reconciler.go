@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/internal/flags"
+	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -175,7 +176,7 @@ func (r *Reconciler) unstickResolution(ctx context.Context, sub *v1alpha1.Subscr
 	}
 	r.Recorder.Eventf(sub, nil, corev1.EventTypeWarning, ReasonStaleResolution, "Nudge",
 		"OLM's resolution failed on installed CSVs that are gone since (%s) and OLM does not retry it: asked OLM to resolve again (annotation %s)",
-		strings.Join(gone, ", "), olmguard.ResyncAnnotation)
+		printable.Line(strings.Join(gone, ", ")), olmguard.ResyncAnnotation) // names read from OLM's message
 	ctrl.LoggerFrom(ctx).Info("nudged OLM to resolve again: its failure blames CSVs that are gone", "csvs", gone)
 	return r.Window, nil
 }
@@ -222,7 +223,9 @@ func (r *Reconciler) reconcileDrift(ctx context.Context, sub *v1alpha1.Subscript
 		if plan != nil {
 			related = plan
 		}
-		r.Recorder.Eventf(sub, related, corev1.EventTypeWarning, ReasonDrift, "Nudge", "%s", msg)
+		// Names and reasons from the Subscription's status are quoted: escaped, as everything
+		// written by others that an Event carries to `kubectl describe`.
+		r.Recorder.Eventf(sub, related, corev1.EventTypeWarning, ReasonDrift, "Nudge", "%s", printable.Line(msg))
 		ctrl.LoggerFrom(ctx).Info("Subscription in drift", "differences", drift.Summary(diffs), "since", episode.Since, "ownerRepaired", repaired)
 		fallthrough
 	case Nudge:

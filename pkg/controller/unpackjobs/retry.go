@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
@@ -71,7 +72,9 @@ func (r *Reconciler) retryFailed(ctx context.Context, job *batchv1.Job, cm *core
 	cond, _ := unpack.Failed(job)
 	metrics.UnpackFailedJobsRemoved.WithLabelValues(cond.Reason).Inc()
 	log.Info("removed failed unpack Job so that OLM unpacks again", "reason", cond.Reason, "configMapDeleted", d.DeleteConfigMap)
-	note := fmt.Sprintf("olmguard removed the %s (%s: %s) so that OLM unpacks the bundle again (OLM issue #2265)", what, cond.Reason, cond.Message)
+	// The Job's condition message is quoted: escaped, as everything written by others that an
+	// Event carries to `kubectl describe`.
+	note := printable.Line(fmt.Sprintf("olmguard removed the %s (%s: %s) so that OLM unpacks the bundle again (OLM issue #2265)", what, cond.Reason, cond.Message))
 	if len(waiting) == 0 {
 		cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: catalog.Name, UID: catalog.UID}}
 		r.Recorder.Eventf(cs, job, corev1.EventTypeNormal, EventUnpackRetried, "RemoveFailedUnpackJob", "%s", note)
