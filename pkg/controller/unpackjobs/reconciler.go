@@ -128,15 +128,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // reconcileNormal labels or deletes an unpack Job of a live CatalogSource as pkg/unpack decides.
 func (r *Reconciler) reconcileNormal(ctx context.Context, job *batchv1.Job) (reconcile.Result, error) {
-	cmName := unpack.ConfigMapOwner(job)
+	ref, ok := unpack.ConfigMapOwnerRef(job)
+	if !ok {
+		return reconcile.Result{}, nil
+	}
+	cmName := ref.Name
 	cm := &corev1.ConfigMap{}
 	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: cmName}, cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	owner, ok := unpack.CatalogSourceOwner(cm)
-	if !ok {
+	// Whoever may create a Job can name any ConfigMap as its owner: only OLM's unpack ConfigMap,
+	// matched by UID, makes it an unpack Job (the rule doctor applies too).
+	if !unpack.IsUnpackOwner(cm, ref) {
 		return reconcile.Result{}, nil // not OLM's: nothing of ours
 	}
+	owner, _ := unpack.CatalogSourceOwner(cm)
 	if ok, err := r.catalogSourceExists(ctx, job.Namespace, owner); err != nil || !ok {
 		return reconcile.Result{}, err
 	}

@@ -38,7 +38,7 @@ func reconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.Client
 }
 
 func configMap(name string, olms bool) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "olm"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "olm", UID: types.UID("uid-" + name)}}
 	if olms {
 		cm.Labels = map[string]string{olm.ManagedLabel: "true"}
 		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: "cat", UID: "c"}}
@@ -53,7 +53,7 @@ func ownedJob(cm string, labels map[string]string, finished bool) *batchv1.Job {
 		j.Status.CompletionTime = &done
 		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: done}}
 	}
-	j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm, UID: "u"}}
+	j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm, UID: types.UID("uid-" + cm)}}
 	return j
 }
 
@@ -117,6 +117,36 @@ func TestReconcileIgnoresJobsWithoutLiveCatalogSource(t *testing.T) {
 			}
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(finished), got); err != nil {
 				t.Errorf("finished look-alike Job deleted: %v", err)
+			}
+		})
+	}
+}
+
+// A tenant's Job whose ownerReference names OLM's unpack ConfigMap but not its UID (or names it
+// in another group) is not OLM's: olmguard neither labels nor deletes it, nor nudges anyone.
+// Fails before the fix: the Job was found by the owner's name alone, and the finished forgery
+// deleted (issue 31, item 1).
+func TestReconcileIgnoresJobsForgingTheOwner(t *testing.T) {
+	for name, ref := range map[string]metav1.OwnerReference{
+		"another UID":   {APIVersion: "v1", Kind: "ConfigMap", Name: "cm", UID: "forged"},
+		"another group": {APIVersion: "evil.example.com/v1", Kind: "ConfigMap", Name: "cm", UID: "uid-cm"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			running, finished := ownedJob("running", nil, false), ownedJob("finished", nil, true)
+			running.OwnerReferences = []metav1.OwnerReference{ref}
+			finished.OwnerReferences = []metav1.OwnerReference{ref}
+			r, c := reconciler(t, catalog("c"), configMap("cm", true), running, finished)
+			for _, n := range []string{"running", "finished"} {
+				if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "olm", Name: n}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := &batchv1.Job{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(running), got); err != nil || len(got.Labels) != 0 {
+				t.Errorf("running forged Job: labels %v (err %v), want untouched", got.Labels, err)
+			}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(finished), got); err != nil {
+				t.Errorf("finished forged Job deleted: %v", err)
 			}
 		})
 	}
