@@ -120,3 +120,34 @@ func TestSubscriptionLookupReadsPages(t *testing.T) {
 		}
 	}
 }
+
+// OperatorGroups are read 10 to a page too, and a namespace with more than 100 fails the lookup
+// as too many to consider (a namespace should hold one; the metadata of each can be hundreds of
+// kilobytes). The Job webhook's CatalogSource check reads one.
+//
+// Fails before the fix: one List with no limit returned all of them, 150 as well as 50, and the
+// CatalogSource check read every CatalogSource of the namespace.
+func TestOtherLookupsReadPages(t *testing.T) {
+	for _, n := range []int{50, 150} {
+		r := &pagingReader{subs: largeSubscriptions(n)}
+		got, err := (LiveOperatorGroups{Reader: r}).List(context.Background(), "ns")
+		switch {
+		case n <= 100 && (err != nil || len(got) != n):
+			t.Errorf("%d OperatorGroups: %d read, error %v; want all", n, len(got), err)
+		case n > 100 && (err == nil || !strings.Contains(err.Error(), "too many")):
+			t.Errorf("%d OperatorGroups: %d read, error %v; want too many to consider", n, len(got), err)
+		}
+		if r.largest > 10 {
+			t.Errorf("%d OperatorGroups: a response held %d, want at most 10", n, r.largest)
+		}
+		for _, g := range got {
+			if len(g.Annotations) > 0 {
+				t.Fatalf("OperatorGroup %s kept its annotations: the lookup keeps only what the policy reads", g.Name)
+			}
+		}
+	}
+	r := &pagingReader{subs: largeSubscriptions(50)}
+	if ok, err := (LiveCatalogNamespaces{Reader: r}).HasCatalogSource(context.Background(), "ns"); err != nil || !ok || r.largest != 1 {
+		t.Errorf("HasCatalogSource: %v, %v, largest response %d; want true from one CatalogSource", ok, err, r.largest)
+	}
+}
