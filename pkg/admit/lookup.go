@@ -120,8 +120,9 @@ func (l LiveSubscriptions) List(ctx context.Context, namespace string, metadataO
 			list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.SubscriptionKind + "List"))
 			return list
 		}, func(list client.ObjectList) error {
-			for i := range list.(*metav1.PartialObjectMetadataList).Items {
-				if err := keep(SubscriptionMetaView(&list.(*metav1.PartialObjectMetadataList).Items[i].ObjectMeta)); err != nil {
+			items := list.(*metav1.PartialObjectMetadataList).Items
+			for i := range items {
+				if err := keep(SubscriptionMetaView(&items[i].ObjectMeta)); err != nil {
 					return err
 				}
 			}
@@ -129,8 +130,9 @@ func (l LiveSubscriptions) List(ctx context.Context, namespace string, metadataO
 		})
 	} else {
 		err = page.list(ctx, func() client.ObjectList { return &v1alpha1.SubscriptionList{} }, func(list client.ObjectList) error {
-			for i := range list.(*v1alpha1.SubscriptionList).Items {
-				if err := keep(SubscriptionView(&list.(*v1alpha1.SubscriptionList).Items[i])); err != nil {
+			items := list.(*v1alpha1.SubscriptionList).Items
+			for i := range items {
+				if err := keep(SubscriptionView(&items[i])); err != nil {
 					return err
 				}
 			}
