@@ -206,6 +206,7 @@ func TestMeasureControllerMemory(t *testing.T) {
 // policy must deny, an InstallPlan CREATE, UPDATE and approval go through the webhook with every
 // policy enforced. It reports the peaks and fails when a process exited or a policy did not
 // decide (the apiserver let a request through because the webhook failed or timed out).
+// OLMGUARD_MEASURE_WEBHOOK_ARGS adds flags to the webhook's.
 func TestMeasureLargeSubscriptions(t *testing.T) {
 	skipUnlessBench(t)
 	c := cluster.Shared(t)
@@ -251,8 +252,8 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 	t.Logf("%d Subscriptions of %d KiB created in %s", subs, entries*len(value)>>10, time.Since(start).Round(time.Second))
 
 	t.Setenv("GOMEMLIMIT", "128MiB")
-	wh := startWebhook(t, c, "--policy-duplicate-package=enforce", "--policy-mixed-approval=enforce",
-		"--policy-installplan-owner-drop=enforce", "--policy-approval=enforce")
+	wh := startWebhook(t, c, append([]string{"--policy-duplicate-package=enforce", "--policy-mixed-approval=enforce",
+		"--policy-installplan-owner-drop=enforce", "--policy-approval=enforce"}, strings.Fields(os.Getenv("OLMGUARD_MEASURE_WEBHOOK_ARGS"))...)...)
 	waitWebhookActive(t, ctx, c)
 	var undecided []string
 	decide := func(what string, ok bool) {
