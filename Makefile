@@ -140,7 +140,8 @@ e2e-kind:
 ## updates per mode through a real kube-apiserver, with and without the webhook, interleaved, the
 ## F1 read (consistent against watch cache) on one and two apiservers, isolated and in bursts, a
 ## 1,000-operand cleanup, and the controller's peak memory with 2,000 CSVs of 500 KB, 10,000 Jobs
-## and 5,000 Pods. About 30 minutes; output in bench/.
+## and 5,000 Pods, and both processes' peak memory with 200 Subscriptions of 1 MiB in one namespace.
+## About 35 minutes; output in bench/.
 .PHONY: bench
 bench: binaries
 	@mkdir -p bench
@@ -149,7 +150,15 @@ bench: binaries
 	$(TEST_ENV) $(GO) test -run '^$$' -bench 'Load|Lookup' -benchtime 2000x -count 1 -timeout 40m ./pkg/setup/ | tee bench/load.txt
 	$(GO) tool benchstat bench/load.txt | tee bench/load-benchstat.txt
 	$(TEST_ENV) $(GO) test -run '^$$' -bench InstallPlanCreate -benchtime 300x -count 1 -timeout 40m ./test/ha/ | tee bench/f1-read.txt
-	$(TEST_ENV) OLMGUARD_BENCH=1 $(GO) test -count=1 -v -timeout 60m -run 'TestMeasure(OperandCleanup|ControllerMemory)' ./test/e2e/ | grep -E 'RESULT|^(--- |ok|FAIL)' | tee bench/measure.txt
+	$(TEST_ENV) OLMGUARD_BENCH=1 $(GO) test -count=1 -v -timeout 60m -run 'TestMeasure(OperandCleanup|ControllerMemory|LargeSubscriptions)' ./test/e2e/ | grep -E 'RESULT|^(--- |ok|FAIL)' | tee bench/measure.txt
+
+## bench-large-subscriptions: the webhook's and the controller's peak RSS with 200 Subscriptions of
+## 1 MiB in one namespace, every policy enforced, each process at its pod's GOMEMLIMIT (also part
+## of `make bench`). About 5 minutes; output in bench/large-subscriptions.txt.
+.PHONY: bench-large-subscriptions
+bench-large-subscriptions: binaries
+	@mkdir -p bench
+	$(TEST_ENV) OLMGUARD_BENCH=1 $(GO) test -count=1 -v -timeout 20m -run 'TestMeasureLargeSubscriptions' ./test/e2e/ | grep -E 'RESULT|decided=|^(--- |ok|FAIL)|_test.go' | tee bench/large-subscriptions.txt
 
 ## fuzz: run every fuzz target for FUZZTIME each (default 2m); new crashers land in testdata/fuzz.
 FUZZTIME ?= 2m

@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -63,8 +64,16 @@ const LookupFailedWarning = "olmguard: could not list "
 // LookupFailed is the answer of every handler whose lookup failed: the request is admitted
 // unchanged, the error logged and counted for webhook, and the writer warned that what (the
 // lookup) failed and what is left undone.
+//
+// A lookup that stopped at its bound (ErrCapped: more objects than one lookup considers) is such
+// a failure too, also counted in olmguard_webhook_reads_capped_total.
 func LookupFailed(ctx context.Context, webhook, what, leftUndone string, err error) admission.Response {
 	metrics.LookupErrors.WithLabelValues(webhook).Inc()
-	logf.FromContext(ctx).WithName("webhook").Info("lookup failed; allowing the request unchanged", "webhook", webhook, "lookup", what, "error", err.Error())
+	msg := "lookup failed; allowing the request unchanged"
+	if errors.Is(err, ErrCapped) {
+		metrics.ReadsCapped.WithLabelValues(webhook).Inc()
+		msg = "lookup capped; allowing the request unchanged"
+	}
+	logf.FromContext(ctx).WithName("webhook").Info(msg, "webhook", webhook, "lookup", what, "error", err.Error())
 	return admission.Allowed("").WithWarnings(fmt.Sprintf("%s%s, %s: %v", LookupFailedWarning, what, leftUndone, err))
 }

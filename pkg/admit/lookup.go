@@ -2,10 +2,13 @@ package admit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,11 +24,39 @@ const DefaultLookupTimeout = 2 * time.Second
 
 // Subscriptions reads a namespace's Subscriptions for a handler.
 type Subscriptions interface {
-	// List returns the namespace's Subscriptions. With metadataOnly only their metadata is filled
-	// in (name, UID, deletionTimestamp), which is all an InstallPlan CREATE or an ownerReference
-	// check needs.
+	// List returns a trimmed view of the namespace's Subscriptions: name, namespace, UID,
+	// deletionTimestamp and, unless metadataOnly, spec.name, spec.installPlanApproval and the
+	// status fields the policies read (installPlanRef, installPlanGeneration, currentCSV,
+	// installedCSV). With metadataOnly only the metadata is read, which is all an InstallPlan
+	// CREATE or an ownerReference check needs. An error wrapping ErrCapped means the namespace
+	// holds more than one lookup considers.
 	List(ctx context.Context, namespace string, metadataOnly bool) ([]v1alpha1.Subscription, error)
 }
+
+// Bounds of one Subscription lookup. A tenant who may create Subscriptions decides their size (a
+// spec.config of a megabyte) and their number, so a lookup reads them in pages, keeps only the
+// fields the decisions need, drops each page before it reads the next, and stops at a cap: the
+// memory of one lookup is one page plus the trimmed views, whatever the namespace holds.
+const (
+	// DefaultSubscriptionPageSize is how many Subscriptions one List request returns. A page is
+	// read whole before it is decoded: ten objects of the apiserver's largest (1.5 MiB in etcd)
+	// are 15 MiB. Measured with 200 Subscriptions of 1 MiB (docs/performance.md).
+	DefaultSubscriptionPageSize = 10
+	// DefaultMaxSubscriptions is the most Subscriptions one lookup considers.
+	DefaultMaxSubscriptions = 1000
+	// DefaultMaxViewBytes bounds the bytes of the strings one lookup keeps (names, packages,
+	// CSV names): a Subscription's spec.name has no length limit.
+	DefaultMaxViewBytes = 4 << 20
+)
+
+// ErrCapped is wrapped by the error of a lookup that stopped at its bound: the request is
+// admitted unchanged, with a warning, counted in olmguard_webhook_reads_capped_total.
+var ErrCapped = errors.New("too many to consider")
+
+// pageSlots bounds how many pages of whole Subscriptions the process reads at once: a page is the
+// one large allocation of a lookup, and the apiserver may call the webhook for many requests at
+// the same time. A lookup waiting for a slot waits within its own timeout.
+var pageSlots = make(chan struct{}, 2)
 
 // LiveSubscriptions lists Subscriptions from the apiserver on every call: a handler must see a
 // Subscription created the moment before the object it judges (the OLM issue #3199 window), which
@@ -34,11 +65,12 @@ type Subscriptions interface {
 // F1's guarantee rests on the read being linearizable (docs/f1-guarantee.md). The Subscription
 // #3199 leaves out of a plan was committed before OLM's resolver listed Subscriptions, so before
 // the plan's CREATE was sent (olm-facts.md §1.5). A consistent List (no resourceVersion, the
-// default) returns every object committed before it began, on whichever apiserver serves it. A
-// watch-cache read (WatchCache, resourceVersion "0") answers from what the serving apiserver has
-// received so far, which can trail a write made a moment before (test/ha shows it); such reads
-// are counted as such, and the controller repairs a plan one missed once OLM points the
-// Subscription at it.
+// default) returns every object committed before it began, on whichever apiserver serves it; read
+// in pages, every later page is read at the first page's resourceVersion (the continue token
+// carries it), so the pages together are that one consistent snapshot. A watch-cache read
+// answers from what the serving apiserver has received so far, which can trail a write made a
+// moment before (test/ha shows it); such reads are counted as such, and the controller repairs a
+// plan one missed once OLM points the Subscription at it.
 type LiveSubscriptions struct {
 	Reader client.Reader
 	// WatchCache reads the serving apiserver's watch cache instead of a consistent List: cheaper
@@ -46,8 +78,12 @@ type LiveSubscriptions struct {
 	WatchCache bool
 	// Webhook labels olmguard_webhook_subscription_reads_total.
 	Webhook string
-	// Timeout bounds one List (DefaultLookupTimeout when zero).
+	// Timeout bounds one lookup, every page (DefaultLookupTimeout when zero).
 	Timeout time.Duration
+	// PageSize, MaxItems and MaxViewBytes bound the lookup (the defaults above when zero).
+	PageSize     int64
+	MaxItems     int
+	MaxViewBytes int
 }
 
 // Read names of olmguard_webhook_subscription_reads_total.
@@ -56,41 +92,153 @@ const (
 	ReadWatchCache = "watch-cache"
 )
 
-// List lists the namespace's Subscriptions live. With metadataOnly it lists metadata, which the
-// apiserver sends as protobuf and without the status (every catalog's health, the conditions).
+// List lists the namespace's Subscriptions live, a page at a time, and returns their trimmed
+// views. With metadataOnly it lists metadata, which the apiserver sends as protobuf and without
+// the spec and status.
 func (l LiveSubscriptions) List(ctx context.Context, namespace string, metadataOnly bool) ([]v1alpha1.Subscription, error) {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(l.Timeout))
 	defer cancel()
-	opts := []client.ListOption{client.InNamespace(namespace)}
-	read := ReadConsistent
+	read, first := ReadConsistent, []client.ListOption(nil)
 	if l.WatchCache {
-		opts, read = append(opts, fromWatchCache()), ReadWatchCache
+		read, first = ReadWatchCache, []client.ListOption{fromWatchCache()}
 	}
-	subs, err := l.list(ctx, metadataOnly, opts)
-	if err == nil {
-		metrics.SubscriptionReads.WithLabelValues(l.Webhook, read).Inc()
-	}
-	return subs, err
-}
-
-func (l LiveSubscriptions) list(ctx context.Context, metadataOnly bool, opts []client.ListOption) ([]v1alpha1.Subscription, error) {
-	if !metadataOnly {
-		list := &v1alpha1.SubscriptionList{}
-		if err := l.Reader.List(ctx, list, opts...); err != nil {
-			return nil, err
+	var out []v1alpha1.Subscription
+	kept, maxBytes := 0, orDefaultInt(l.MaxViewBytes, DefaultMaxViewBytes)
+	keep := func(s v1alpha1.Subscription) error {
+		out = append(out, s)
+		if kept += viewBytes(&s); kept > maxBytes {
+			return fmt.Errorf("%w: the names and fields of the namespace's Subscriptions exceed %d bytes", ErrCapped, maxBytes)
 		}
-		return list.Items, nil
+		return nil
 	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.SubscriptionKind + "List"))
-	if err := l.Reader.List(ctx, list, opts...); err != nil {
+	page := &pager{Reader: l.Reader, Namespace: namespace, First: first, What: "Subscriptions",
+		PageSize: int64(orDefaultInt(int(l.PageSize), DefaultSubscriptionPageSize)), MaxItems: orDefaultInt(l.MaxItems, DefaultMaxSubscriptions)}
+	var err error
+	if metadataOnly {
+		err = page.list(ctx, func() client.ObjectList {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.SubscriptionKind + "List"))
+			return list
+		}, func(list client.ObjectList) error {
+			items := list.(*metav1.PartialObjectMetadataList).Items
+			for i := range items {
+				if err := keep(SubscriptionMetaView(&items[i].ObjectMeta)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	} else {
+		err = page.list(ctx, func() client.ObjectList { return &v1alpha1.SubscriptionList{} }, func(list client.ObjectList) error {
+			items := list.(*v1alpha1.SubscriptionList).Items
+			for i := range items {
+				if err := keep(SubscriptionView(&items[i])); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, pageSlots)
+	}
+	if err != nil {
 		return nil, err
 	}
-	out := make([]v1alpha1.Subscription, len(list.Items))
-	for i := range list.Items {
-		out[i].ObjectMeta = list.Items[i].ObjectMeta
-	}
+	metrics.SubscriptionReads.WithLabelValues(l.Webhook, read).Inc()
 	return out, nil
+}
+
+// SubscriptionMetaView is the metadata of a Subscription a decision reads: nothing a tenant can
+// make large but the name.
+func SubscriptionMetaView(m *metav1.ObjectMeta) v1alpha1.Subscription {
+	return v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, DeletionTimestamp: m.DeletionTimestamp}}
+}
+
+// SubscriptionView is what the policies read of a Subscription: its metadata view, spec.name,
+// spec.installPlanApproval and the status fields of the approval guard and of F1.
+func SubscriptionView(s *v1alpha1.Subscription) v1alpha1.Subscription {
+	v := SubscriptionMetaView(&s.ObjectMeta)
+	v.Spec.Package, v.Spec.InstallPlanApproval = s.Spec.Package, s.Spec.InstallPlanApproval
+	v.Status.CurrentCSV, v.Status.InstalledCSV, v.Status.InstallPlanGeneration = s.Status.CurrentCSV, s.Status.InstalledCSV, s.Status.InstallPlanGeneration
+	if ref := s.Status.InstallPlanRef; ref != nil {
+		v.Status.InstallPlanRef = &corev1.ObjectReference{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}
+	}
+	return v
+}
+
+// viewBytes is the size of the strings a view keeps.
+func viewBytes(s *v1alpha1.Subscription) int {
+	n := len(s.Name) + len(s.Namespace) + len(s.UID) + len(s.Spec.Package) + len(s.Spec.InstallPlanApproval) +
+		len(s.Status.CurrentCSV) + len(s.Status.InstalledCSV)
+	if ref := s.Status.InstallPlanRef; ref != nil {
+		n += len(ref.Namespace) + len(ref.Name) + len(ref.UID)
+	}
+	return n
+}
+
+// pager reads one namespace's objects of a kind in pages, hands each page to a function that
+// keeps what it needs, and lets the page go before it reads the next.
+type pager struct {
+	Reader    client.Reader
+	Namespace string
+	// First are options of the first page only (a resourceVersion); later pages carry the
+	// continue token, which reads at the first page's resourceVersion.
+	First    []client.ListOption
+	PageSize int64
+	// MaxItems is the most objects read; more fail the read with ErrCapped.
+	MaxItems int
+	// What names the objects in errors.
+	What string
+}
+
+// list reads every page into a new list from newList and calls keep with it. With slots, each
+// page is read and kept while holding one of them.
+func (p *pager) list(ctx context.Context, newList func() client.ObjectList, keep func(client.ObjectList) error, slots ...chan struct{}) error {
+	read, cont := 0, ""
+	for {
+		opts := []client.ListOption{client.InNamespace(p.Namespace), client.Limit(p.PageSize)}
+		if cont == "" {
+			opts = append(opts, p.First...)
+		} else {
+			opts = append(opts, client.Continue(cont))
+		}
+		next, n, err := p.page(ctx, newList, keep, opts, slots)
+		if err != nil {
+			return err
+		}
+		if read += n; read > p.MaxItems {
+			return fmt.Errorf("%w: more than %d %s in namespace %s", ErrCapped, p.MaxItems, p.What, p.Namespace)
+		}
+		if next == "" {
+			return nil
+		}
+		cont = next
+	}
+}
+
+// page reads one page and keeps what keep needs of it; the page itself is garbage once it returns.
+func (p *pager) page(ctx context.Context, newList func() client.ObjectList, keep func(client.ObjectList) error, opts []client.ListOption, slots []chan struct{}) (string, int, error) {
+	for _, s := range slots {
+		select {
+		case s <- struct{}{}:
+			defer func() { <-s }()
+		case <-ctx.Done():
+			return "", 0, fmt.Errorf("waiting to read %s: %w", p.What, ctx.Err())
+		}
+	}
+	list := newList()
+	if err := p.Reader.List(ctx, list, opts...); err != nil {
+		return "", 0, err
+	}
+	if err := keep(list); err != nil {
+		return "", 0, err
+	}
+	return list.GetContinue(), meta.LenList(list), nil
+}
+
+func orDefaultInt(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 // CatalogNamespaces answers whether a namespace holds at least one CatalogSource.
@@ -112,16 +260,18 @@ func (l LiveCatalogNamespaces) HasCatalogSource(ctx context.Context, namespace s
 	defer cancel()
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.CatalogSourceKind + "List"))
-	if err := l.Reader.List(ctx, list, client.InNamespace(namespace), fromWatchCache()); err != nil {
+	if err := l.Reader.List(ctx, list, client.InNamespace(namespace), client.Limit(1), fromWatchCache()); err != nil {
 		return false, err
 	}
 	return len(list.Items) > 0, nil
 }
 
-// fromWatchCache makes a List read the apiserver's watch cache (resourceVersion "0") instead of
-// waiting for a consistent read. A new value each time: the client fills in the Raw options.
+// fromWatchCache makes a List read the apiserver's watch cache instead of waiting for a
+// consistent read: resourceVersion "1", resourceVersionMatch NotOlderThan, any state of the cache.
+// Not resourceVersion "0", the usual spelling: with it the apiserver ignores the limit and sends
+// every object at once. A new value each time: the client fills in the Raw options.
 func fromWatchCache() client.ListOption {
-	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "1", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}}
 }
 
 func orDefault(d time.Duration) time.Duration {
@@ -133,7 +283,8 @@ func orDefault(d time.Duration) time.Duration {
 
 // OperatorGroups reads a namespace's OperatorGroups for a handler.
 type OperatorGroups interface {
-	// List returns the metadata of the namespace's OperatorGroups (name, deletionTimestamp).
+	// List returns the metadata of the namespace's OperatorGroups (name, namespace, UID,
+	// deletionTimestamp); an error wrapping ErrCapped when there are too many to consider.
 	List(ctx context.Context, namespace string) ([]metav1.ObjectMeta, error)
 }
 
@@ -150,17 +301,30 @@ type LiveOperatorGroups struct {
 func (l LiveOperatorGroups) List(ctx context.Context, namespace string) ([]metav1.ObjectMeta, error) {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(l.Timeout))
 	defer cancel()
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(v1.GroupVersion.WithKind(olm.OperatorGroupKind + "List"))
-	if err := l.Reader.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	var out []metav1.ObjectMeta
+	page := &pager{Reader: l.Reader, Namespace: namespace, What: "OperatorGroups", PageSize: operatorGroupPageSize, MaxItems: maxOperatorGroups}
+	err := page.list(ctx, func() client.ObjectList {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(v1.GroupVersion.WithKind(olm.OperatorGroupKind + "List"))
+		return list
+	}, func(list client.ObjectList) error {
+		for _, og := range list.(*metav1.PartialObjectMetadataList).Items {
+			out = append(out, metav1.ObjectMeta{Name: og.Name, Namespace: og.Namespace, UID: og.UID, DeletionTimestamp: og.DeletionTimestamp})
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
-	}
-	out := make([]metav1.ObjectMeta, len(list.Items))
-	for i := range list.Items {
-		out[i] = list.Items[i].ObjectMeta
 	}
 	return out, nil
 }
+
+// Bounds of one OperatorGroup lookup: a namespace should hold one, and the metadata of each
+// (OLM's annotations, managedFields) can be hundreds of kilobytes.
+const (
+	operatorGroupPageSize = 10
+	maxOperatorGroups     = 100
+)
 
 // Namespaces answers which of some namespaces do not exist.
 type Namespaces interface {

@@ -29,8 +29,8 @@ func (r *listRecorder) List(_ context.Context, list client.ObjectList, opts ...c
 
 // By default the Subscriptions come from a consistent List (no resourceVersion), which sees every
 // Subscription committed before it; WatchCache reads the apiserver's watch cache (resourceVersion
-// "0"). Each read is counted by kind. A metadata-only lookup lists metadata, the others whole
-// Subscriptions.
+// "1", NotOlderThan: with "0" the apiserver would ignore the page limit). Each read is counted by
+// kind. A metadata-only lookup lists metadata, the others whole Subscriptions; both in pages.
 func TestLiveSubscriptionsReadOptions(t *testing.T) {
 	for _, tc := range []struct {
 		watchCache, metadataOnly bool
@@ -39,8 +39,8 @@ func TestLiveSubscriptionsReadOptions(t *testing.T) {
 	}{
 		{false, true, "", ReadConsistent, &metav1.PartialObjectMetadataList{}},
 		{false, false, "", ReadConsistent, &v1alpha1.SubscriptionList{}},
-		{true, true, "0", ReadWatchCache, &metav1.PartialObjectMetadataList{}},
-		{true, false, "0", ReadWatchCache, &v1alpha1.SubscriptionList{}},
+		{true, true, "1", ReadWatchCache, &metav1.PartialObjectMetadataList{}},
+		{true, false, "1", ReadWatchCache, &v1alpha1.SubscriptionList{}},
 	} {
 		r := &listRecorder{}
 		counter := metrics.SubscriptionReads.WithLabelValues("test-reads", tc.wantRead)
@@ -52,8 +52,11 @@ func TestLiveSubscriptionsReadOptions(t *testing.T) {
 			t.Errorf("watchCache=%v: %s reads counted %v times, want 1", tc.watchCache, tc.wantRead, got)
 		}
 		got := r.opts.AsListOptions()
-		if r.opts.Namespace != "ns" || got.ResourceVersion != tc.wantRV {
-			t.Errorf("watchCache=%v: namespace %q resourceVersion %q, want ns and %q", tc.watchCache, r.opts.Namespace, got.ResourceVersion, tc.wantRV)
+		if r.opts.Namespace != "ns" || got.ResourceVersion != tc.wantRV || got.Limit != DefaultSubscriptionPageSize {
+			t.Errorf("watchCache=%v: namespace %q resourceVersion %q limit %d, want ns, %q and %d", tc.watchCache, r.opts.Namespace, got.ResourceVersion, got.Limit, tc.wantRV, DefaultSubscriptionPageSize)
+		}
+		if tc.watchCache && got.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
+			t.Errorf("watch-cache read with resourceVersionMatch %q, want NotOlderThan", got.ResourceVersionMatch)
 		}
 		if fmt.Sprintf("%T", r.list) != fmt.Sprintf("%T", tc.wantList) {
 			t.Errorf("metadataOnly=%v: listed into %T, want %T", tc.metadataOnly, r.list, tc.wantList)

@@ -44,6 +44,10 @@ type Options struct {
 	// stores (install strategy, CRD descriptions, an icon of up to a few hundred KiB) and a page
 	// is decoded whole before its spec is dropped, so a long-running reader keeps it small.
 	CSVPageSize int64
+	// SubscriptionPageSize is the page size for Subscriptions (0: PageSize). A tenant who may
+	// create Subscriptions decides their size (a spec.config of a megabyte), and a page is read
+	// whole before it is decoded, so a long-running reader keeps it small.
+	SubscriptionPageSize int64
 	// SkipCopiedCSVs leaves out the copies OLM makes of a CSV in every target namespace (label
 	// olm.copiedFrom) when listing: no check reports a copy, and on clusters with many namespaces
 	// they are most of the CSVs. The controller's periodic audit sets it.
@@ -78,6 +82,9 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	if o.CSVPageSize <= 0 {
 		o.CSVPageSize = o.PageSize
 	}
+	if o.SubscriptionPageSize <= 0 {
+		o.SubscriptionPageSize = o.PageSize
+	}
 	r := &Report{Checked: map[string]int{}}
 	a := auditor{c: c, o: o, r: r}
 
@@ -85,7 +92,7 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	var plans []v1alpha1.InstallPlan
 	okSubs := a.list(ctx, "Subscriptions", "F1, F2", &v1alpha1.SubscriptionList{}, func(l client.ObjectList) {
 		subs = append(subs, l.(*v1alpha1.SubscriptionList).Items...)
-	})
+	}, client.Limit(o.SubscriptionPageSize))
 	okPlans := a.list(ctx, "InstallPlans", "F1, F2", &v1alpha1.InstallPlanList{}, func(l client.ObjectList) {
 		plans = append(plans, l.(*v1alpha1.InstallPlanList).Items...)
 	})

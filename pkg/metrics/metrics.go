@@ -30,6 +30,13 @@ var (
 		Name: "olmguard_webhook_lookup_errors_total",
 		Help: "Admission requests allowed unchanged because a lookup failed, by webhook.",
 	}, []string{"webhook"})
+	// ReadsCapped counts admission requests let through unchanged because a lookup stopped at its
+	// bound: the namespace holds more objects (or larger names) than one lookup considers
+	// (pkg/admit). Each is also counted in LookupErrors.
+	ReadsCapped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_webhook_reads_capped_total",
+		Help: "Admission requests allowed unchanged because a lookup stopped at its bound (more objects than one lookup considers), by webhook.",
+	}, []string{"webhook"})
 	// SubscriptionReads counts the webhook's Subscription lookups by how they read: "consistent"
 	// (linearizable: sees every Subscription committed before the request) or "watch-cache" (may
 	// trail a write made a moment before; the controller repairs what such a read missed).
@@ -135,7 +142,7 @@ var (
 // Collectors returns every metric above, as registered: the alert rules' test
 // (charts/alerts_test.go) checks each metric an alert reads against them.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{WebhookRequests, WebhookCertificateExpiry, Mutations, LookupErrors, SubscriptionReads, PolicyViolations, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
+	return []prometheus.Collector{WebhookRequests, WebhookCertificateExpiry, Mutations, LookupErrors, ReadsCapped, SubscriptionReads, PolicyViolations, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
 		UnpackJobRepairs, UnpackFailedJobsRemoved, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting,
 		AuditFindings, AuditRuns, AuditLastSuccess, AuditInterval, AuditSkippedChecks}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/scenario"
 )
 
 func skipUnlessBench(t *testing.T) {
@@ -196,4 +197,139 @@ func TestMeasureControllerMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("RESULT controller peak RSS: %d MiB with every reconciler (first OLM audit done %s after start: %s)", rss>>20, audit.Round(time.Second), done)
+}
+
+// TestMeasureLargeSubscriptions: the webhook's and the controller's peak RSS with 200
+// Subscriptions of 1 MiB each (spec.config.env) in one namespace, each process run with
+// GOMEMLIMIT at its pod's memory limit (webhook 128 MiB, controller 256 MiB). The Subscriptions
+// are created before the webhook starts; then one more Subscription CREATE, two CREATEs each
+// policy must deny, an InstallPlan CREATE, UPDATE and approval go through the webhook with every
+// policy enforced. It reports the peaks and fails when a process exited or a policy did not
+// decide (the apiserver let a request through because the webhook failed or timed out).
+// OLMGUARD_MEASURE_WEBHOOK_ARGS adds flags to the webhook's.
+func TestMeasureLargeSubscriptions(t *testing.T) {
+	skipUnlessBench(t)
+	c := cluster.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	const ns, subs, entries = "mem-subs", 200, 16
+	value := strings.Repeat("v", 64<<10) // 16 x 64 KiB: 1 MiB of spec.config.env
+	if err := c.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	og := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+		"metadata": map[string]any{"namespace": ns, "name": "og"}, "spec": map[string]any{}}}
+	if err := c.Client.Create(ctx, og); err != nil {
+		t.Fatal(err)
+	}
+	env := make([]any, entries)
+	for i := range env {
+		env[i] = map[string]any{"name": fmt.Sprintf("BIG_%d", i), "value": value}
+	}
+	bigSub := func(name, pkg, approval string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+			"metadata": map[string]any{"namespace": ns, "name": name},
+			"spec": map[string]any{"name": pkg, "source": "cat", "sourceNamespace": ns, "channel": "stable",
+				"installPlanApproval": approval, "config": map[string]any{"env": env}}}}
+	}
+	fast := fastClient(t, c)
+	start := time.Now()
+	if err := parallel(subs, 4, func(i int) error {
+		return fast.Create(ctx, bigSub(fmt.Sprintf("sub-%d", i), fmt.Sprintf("pkg-%d", i), "Automatic"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stored := &unstructured.Unstructured{}
+	stored.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Subscription"))
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sub-0"}, stored); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := unstructured.NestedSlice(stored.Object, "spec", "config", "env")
+	if len(got) != entries {
+		t.Fatalf("stored Subscription has %d env entries, want %d: the CRD pruned spec.config", len(got), entries)
+	}
+	t.Logf("%d Subscriptions of %d KiB created in %s", subs, entries*len(value)>>10, time.Since(start).Round(time.Second))
+
+	t.Setenv("GOMEMLIMIT", "128MiB")
+	wh := startWebhook(t, c, append([]string{"--policy-duplicate-package=enforce", "--policy-mixed-approval=enforce",
+		"--policy-installplan-owner-drop=enforce", "--policy-approval=enforce"}, strings.Fields(os.Getenv("OLMGUARD_MEASURE_WEBHOOK_ARGS"))...)...)
+	waitWebhookActive(t, ctx, c)
+	var undecided []string
+	decide := func(what string, ok bool) {
+		if !ok {
+			undecided = append(undecided, what)
+		}
+		t.Logf("%s: decided=%v", what, ok)
+	}
+	start = time.Now()
+	err := c.Client.Create(ctx, bigSub("one-more", "pkg-new", "Automatic"))
+	decide("Subscription CREATE allowed", err == nil)
+	err = c.Client.Create(ctx, bigSub("dup", "pkg-0", "Automatic"))
+	decide("Subscription CREATE denied by duplicate-package", err != nil && strings.Contains(err.Error(), "already has Subscription"))
+	err = c.Client.Create(ctx, bigSub("manual", "pkg-manual", "Manual"))
+	decide("Subscription CREATE denied by mixed-approval", err != nil && strings.Contains(err.Error(), "are not"))
+	sub0, more := &v1alpha1.Subscription{}, &v1alpha1.Subscription{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sub-0"}, sub0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "one-more"}, more); err != nil {
+		t.Fatal(err)
+	}
+	ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plan"},
+		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"pkg-new.v1"}, Approval: v1alpha1.ApprovalManual}}
+	if err := c.Client.Create(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	all := &metav1.PartialObjectMetadataList{}
+	all.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("SubscriptionList"))
+	if err := c.Client.List(ctx, all, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	// Every Subscription of the namespace: also those a policy that failed open let in.
+	decide("InstallPlan CREATE owned by every Subscription (F1)", len(ip.OwnerReferences) == len(all.Items) && scenario.OwnedBy(ip, sub0.UID) && scenario.OwnedBy(ip, more.UID))
+	// An UPDATE dropping an owner: the mutating webhook puts it back (it reads whole
+	// Subscriptions), or the validating one denies the write; either way the owner stays.
+	dropped := ip.DeepCopy()
+	first := dropped.OwnerReferences[0]
+	dropped.OwnerReferences = dropped.OwnerReferences[1:]
+	_ = c.Client.Update(ctx, dropped)
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(ip), ip); err != nil {
+		t.Fatal(err)
+	}
+	decide("InstallPlan UPDATE dropping an owner kept it", scenario.OwnedBy(ip, first.UID))
+	approved := ip.DeepCopy()
+	approved.Spec.Approved = true
+	err = c.Client.Update(ctx, approved)
+	decide("InstallPlan approval answered", err == nil)
+	took := time.Since(start)
+	if wh.Exited() {
+		t.Errorf("the webhook exited; log in %s", wh.Log)
+	}
+	rss, err := wh.PeakRSS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(wh.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedOpen := strings.Count(string(b), "allowing the request unchanged")
+	t.Logf("RESULT webhook peak RSS: %d MiB (limit 128 MiB) with %d Subscriptions of %d KiB in one namespace; %d of 6 requests decided in %s, %d lookups failed open",
+		rss>>20, subs, entries*len(value)>>10, 6-len(undecided), took.Round(100*time.Millisecond), failedOpen)
+
+	t.Setenv("GOMEMLIMIT", "256MiB")
+	ctl := startController(t, c)
+	time.Sleep(30 * time.Second) // caches synced (readyz) and every object reconciled once
+	if ctl.Exited() {
+		t.Errorf("the controller exited; log in %s", ctl.Log)
+	}
+	rss, err = ctl.PeakRSS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("RESULT controller peak RSS: %d MiB (limit 256 MiB) with %d Subscriptions of %d KiB in one namespace", rss>>20, subs+1, entries*len(value)>>10)
+	if len(undecided) > 0 {
+		t.Errorf("not decided by the webhook: %s", strings.Join(undecided, "; "))
+	}
 }

@@ -56,6 +56,7 @@ func auditOptions() doctor.Options {
 	o := doctor.DefaultOptions()
 	o.PageSize = 250
 	o.CSVPageSize = 5
+	o.SubscriptionPageSize = 10 // 200 Subscriptions of 1 MiB: docs/performance.md
 	o.SkipCopiedCSVs = true
 	return o
 }

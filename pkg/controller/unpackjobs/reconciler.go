@@ -202,14 +202,35 @@ func (r *Reconciler) nudgeWaiting(ctx context.Context, catalogNamespace, catalog
 	return r.nudge(ctx, subs)
 }
 
+// subscriptionPageSize is how many Subscriptions one List request of waitingSubscriptions returns:
+// a tenant decides their number and their size (a spec.config of a megabyte), so they are read a
+// page at a time, cluster-wide, and only those waiting on the catalog are kept, trimmed.
+const subscriptionPageSize = 10
+
 // waitingSubscriptions lists, live, the Subscriptions to the catalog that may be waiting on one of
-// its bundles.
+// its bundles, as trimmed views (what the nudge, the Event and the OperatorGroup check read).
 func (r *Reconciler) waitingSubscriptions(ctx context.Context, catalogNamespace, catalogName string) ([]*v1alpha1.Subscription, error) {
-	subs := &v1alpha1.SubscriptionList{}
-	if err := r.Reader.List(ctx, subs); err != nil {
-		return nil, fmt.Errorf("listing the Subscriptions to nudge: %w", err)
+	var waiting []*v1alpha1.Subscription
+	cont := ""
+	for {
+		page := &v1alpha1.SubscriptionList{}
+		opts := []client.ListOption{client.Limit(subscriptionPageSize)}
+		if cont != "" {
+			opts = append(opts, client.Continue(cont))
+		}
+		if err := r.Reader.List(ctx, page, opts...); err != nil {
+			return nil, fmt.Errorf("listing the Subscriptions to nudge: %w", err)
+		}
+		for _, s := range unpack.WaitingSubscriptions(page.Items, catalogNamespace, catalogName) {
+			waiting = append(waiting, &v1alpha1.Subscription{
+				ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion},
+				Spec:       v1alpha1.SubscriptionSpec{CatalogSource: s.Spec.CatalogSource, CatalogSourceNamespace: s.Spec.CatalogSourceNamespace, Package: s.Spec.Package},
+				Status:     v1alpha1.SubscriptionStatus{State: s.Status.State}})
+		}
+		if cont = page.Continue; cont == "" {
+			return waiting, nil
+		}
 	}
-	return unpack.WaitingSubscriptions(subs.Items, catalogNamespace, catalogName), nil
 }
 
 // nudge makes OLM resolve the Subscriptions' namespaces again, at once.
