@@ -151,6 +151,15 @@ func TestSharedObjectRule(t *testing.T) {
 			[]CSVRef{CSVRefOf("a", "pkg-1.0.0", nil, nil, "", false, []v1alpha1.Subscription{subPkg("a", "pkg", "pkg-1.0.0")})}, false},
 		{"a hostile annotation on the deleted CSV cannot untie the name rule: kept", ptr(CSVRefOf("b", "pkg.v2.0.0", nil, props("elsewhere"), "", false, nil)),
 			[]CSVRef{CSVRefOf("a", "pkg.v1.0.0", nil, nil, "", false, nil)}, false},
+		{"OLM's copy of team-a's CSV (status.reason Copied) is left: deleted", nil,
+			[]CSVRef{CSVRefOf("c", "pkg.v1.0.0", map[string]string{olm.CopiedFromLabel: "a"}, props("pkg"), olm.CopiedReason, false, nil)}, true},
+		// Fails before the fix: a CSV a tenant labelled olm.copiedFrom (or annotated with another
+		// operator namespace) was taken for a copy and stopped counting, so its uninstall next
+		// door, or the sweep, deleted the role it still used (issue 31, items 2 and 7).
+		{"team-a labelled its own CSV olm.copiedFrom: still a user, kept", nil,
+			[]CSVRef{CSVRefOf("a", "pkg.v1.0.0", map[string]string{olm.CopiedFromLabel: "x"}, props("pkg"), "", false, nil)}, false},
+		{"team-a annotated its CSV with another operator namespace: still a user, kept", &teamB,
+			[]CSVRef{CSVRefOf("a", "pkg.v1.0.0", nil, map[string]string{olm.OperatorNamespaceAnnotation: "elsewhere"}, "", false, nil)}, false},
 		{"another package in another namespace: deleted", &teamB, []CSVRef{CSVRefOf("a", "other.v1.0.0", nil, props("other"), "", false, nil)}, true},
 	}
 	for _, tt := range tests {

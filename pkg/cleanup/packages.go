@@ -21,6 +21,9 @@ type CSVRef struct {
 	// Packages are every package the CSV may belong to (PackagesOf).
 	Packages []string
 	// Copied CSVs are OLM's copies in target namespaces: the original they copy is counted itself.
+	// Only OLM's own mark counts here (status.reason Copied, which OLM's aggregated edit and admin
+	// roles cannot write): a tenant may label its CSV olm.copiedFrom, and a CSV wrongly taken for
+	// a copy would stop keeping the objects it uses (CopiedByOLM).
 	Copied bool
 	// Deleting CSVs run this same rule in their own cleanup.
 	Deleting bool
@@ -93,8 +96,14 @@ func propertiesPackage(raw string) string {
 // CSVRefOf builds the rule's view of a CSV from its metadata and the Subscriptions of its namespace.
 func CSVRefOf(namespace, name string, labels, annotations map[string]string, reason string, deleting bool, subs []v1alpha1.Subscription) CSVRef {
 	return CSVRef{Namespace: namespace, Name: name, Packages: PackagesOf(name, annotations, subs),
-		Copied: olm.IsCopiedCSV(namespace, labels, annotations, reason), Deleting: deleting}
+		Copied: CopiedByOLM(reason), Deleting: deleting}
 }
+
+// CopiedByOLM reports whether a CSV is OLM's copy by the one mark a tenant cannot write: its
+// status.reason (the olm.copiedFrom label and the operator-namespace annotation are metadata the
+// CSV's writer controls). A copy before OLM's first status write is counted as a CSV of its own,
+// which only keeps more.
+func CopiedByOLM(reason string) bool { return reason == olm.CopiedReason }
 
 // Users indexes the CSVs that may still use a cluster object shared by the versions and
 // namespaces of one package. Build it once per cleanup or sweep with NewUsers.

@@ -103,7 +103,7 @@ func AuthReaderDeletable(service string, subjects []Subject, self CSVRef, users 
 	}
 	for i := range others {
 		o := &others[i]
-		if o.Namespace == csv.Namespace && o.Name != csv.Name && o.DeletionTimestamp == nil && !o.IsCopied() && ServiceNames(o)[service] {
+		if o.Namespace == csv.Namespace && o.Name != csv.Name && o.DeletionTimestamp == nil && !CopiedByOLM(string(o.Status.Reason)) && ServiceNames(o)[service] {
 			return false
 		}
 	}

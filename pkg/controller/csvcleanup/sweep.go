@@ -67,7 +67,8 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 	}
 	refs := make([]cleanup.CSVRef, 0, len(csvs.Items))
 	for _, c := range csvs.Items {
-		// Metadata only: a copy is known by its label and annotation here, not its status reason.
+		// Metadata only: without the status reason no CSV is taken for a copy, so OLM's copies
+		// count as users too; they exist only while their original does, which counts anyway.
 		refs = append(refs, cleanup.CSVRefOf(c.Namespace, c.Name, c.Labels, c.Annotations, "", c.DeletionTimestamp != nil, nil))
 	}
 	users := cleanup.NewUsers(refs)
