@@ -19,7 +19,7 @@ import (
 // data, and doctor's output safe for a terminal and a shell.
 func (e *env) after(t *testing.T, tn *tenant, before snapshot, allow ...allowFunc) {
 	t.Helper()
-	checkUnchanged(t, e.c, before, allow...)
+	e.checkUnchanged(t, before, allow...)
 	e.checkServing(t)
 	for _, l := range tn.rec.leaks(e.secrets()) {
 		t.Errorf("a response to tenant %s carried another namespace's data: %s", tn.ns, l)

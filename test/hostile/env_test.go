@@ -163,7 +163,26 @@ func startEnv(t *testing.T) *env {
 	e.olmguard = install.StartAsServiceAccounts(t, ctx, c, install.Options{ControllerArgs: []string{"--catalog-pod-grace=2s"}})
 
 	e.installVictim(t)
+	// Item 6's node: only pods bound to it by name run there (a NoSchedule taint keeps the
+	// scheduler away), so failing it touches no other attack.
+	if err := c.AddNode(ctx, HostileNode, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: HostileNode}},
+		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"taints":[{"key":"hostile.olmguard.io/only","effect":"NoSchedule"}]}}`))); err != nil {
+		t.Fatal(err)
+	}
 	return e
+}
+
+// HostileNode is the kwok node item 6 fails.
+const HostileNode = "hostile-node"
+
+// tenantNamespaces returns the attackers' namespaces created so far.
+func (e *env) tenantNamespaces() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.tenantNSs...)
 }
 
 // installVictim installs, as the cluster admin, Mu v1.0.0 (Manual approval, so that it stays at
@@ -204,10 +223,11 @@ func (e *env) installVictim(t *testing.T) {
 		}
 		e.victimUIDs = append(e.victimUIDs, string(got.UID))
 	}
+	// Mu stays at v1: its upgrade plan waits for an approval nobody gives.
+	if err := realolm.SubscriptionAtLatest(ctx, c, VictimNamespace, nu.Name); err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range []*v1alpha1.Subscription{mu, nu} {
-		if err := realolm.SubscriptionAtLatest(ctx, c, VictimNamespace, s.Name); err != nil && s == nu {
-			t.Fatal(err)
-		}
 		e.victimSubs = append(e.victimSubs, s)
 		e.victimUIDs = append(e.victimUIDs, string(s.UID))
 	}

@@ -74,7 +74,7 @@ const escapes = "\x1b[31mred\x1b]8;;https://evil.example/\x07link\x1b]8;;\x07\x1
 func TestHostileTenant(t *testing.T) {
 	e := startEnv(t)
 	// OLM and the controllers settle after the victim's install before any attack starts.
-	settledSnapshot(t, e.c)
+	e.settledSnapshot(t)
 	t.Run("attacks", func(t *testing.T) {
 		t.Run("doctor prints tenant names (item 1)", e.attackDoctor)
 		t.Run("uninstall deletes a shared ClusterRole (item 2)", e.attackSharedClusterRole)
@@ -103,7 +103,7 @@ func TestHostileTenant(t *testing.T) {
 func (e *env) attackDoctor(t *testing.T) {
 	t.Parallel()
 	tn := e.newTenant(t, "doctor")
-	before := settledSnapshot(t, e.c)
+	before := e.snapshot(t)
 	ctx := context.Background()
 	decoy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "decoy", Namespace: tn.ns}}
 	if err := tn.client.Create(ctx, decoy); err != nil {
@@ -158,7 +158,7 @@ func (e *env) attackDoctor(t *testing.T) {
 func (e *env) attackSharedClusterRole(t *testing.T) {
 	t.Parallel()
 	tn := e.newTenant(t, "uninstall")
-	before := settledSnapshot(t, e.c)
+	before := e.snapshot(t)
 	ctx := context.Background()
 	sub := realolm.NewSubscription(tn.ns, "mu", Mu, v1alpha1.ApprovalAutomatic, Mu.CSVName("2.0.0"))
 	if err := tn.client.Create(ctx, sub); err != nil {
@@ -214,7 +214,7 @@ func (e *env) attackForgedReview(t *testing.T) {
 		t.Skip("client authentication of the apiserver's calls needs an AdmissionConfiguration the kwok harness (test/cluster) cannot pass to kube-apiserver yet")
 	}
 	tn := e.newTenant(t, "forged")
-	before := settledSnapshot(t, e.c)
+	before := e.snapshot(t)
 	plan := &v1alpha1.InstallPlan{TypeMeta: metav1.TypeMeta{APIVersion: olm.V1alpha1APIVersion, Kind: olm.InstallPlanKind},
 		ObjectMeta: metav1.ObjectMeta{Name: "forged", Namespace: VictimNamespace},
 		Spec:       v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{Nu.CSVName("1.0.0"), Mu.CSVName("2.0.0")}, Approval: v1alpha1.ApprovalAutomatic}}
@@ -232,7 +232,8 @@ func (e *env) attackForgedReview(t *testing.T) {
 		{olmguard.ValidateSubscriptionsPath, admissionv1.Create, "subscriptions", sub, nil},
 	} {
 		body := forgedReview(t, r.op, r.resource, r.obj, r.old)
-		tn.rec.add(r.path + "\n" + post(t, e.olmguard.WebhookAddress, r.path, body))
+		// The victim's namespace is what the attacker sent: only what it did not know counts.
+		tn.rec.add(strings.ReplaceAll(r.path+"\n"+post(t, e.olmguard.WebhookAddress, r.path, body), VictimNamespace, "<victim namespace>"))
 	}
 	e.after(t, tn, before)
 }
@@ -307,7 +308,7 @@ func (e *env) attackBigSubscriptions(t *testing.T) {
 		}
 	}
 	tn := e.newTenant(t, "flood")
-	before := settledSnapshot(t, e.c)
+	before := e.snapshot(t)
 	ctx := context.Background()
 	pad := strings.Repeat("x", 900<<10)
 	big := func(i int) *unstructured.Unstructured {
@@ -392,7 +393,7 @@ func (e *env) attackClaimedCRD(t *testing.T) {
 	if err := e.c.Client.Create(ctx, notYours); err != nil {
 		t.Fatal(err)
 	}
-	before := settledSnapshot(t, e.c)
+	before := e.snapshot(t)
 	csv := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": olm.V1alpha1APIVersion, "kind": olm.ClusterServiceVersionKind,
 		"metadata": map[string]any{"namespace": tn.ns, "name": "claim.v1.0.0"},
@@ -404,10 +405,10 @@ func (e *env) attackClaimedCRD(t *testing.T) {
 	if err := tn.client.Create(ctx, csv); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "olmguard's cleanup finalizer on the tenant's CSV and OLM's target namespaces", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "olmguard's cleanup finalizer on the tenant's CSV, and OLM working on it", func(ctx context.Context) (bool, error) {
 		got := &v1alpha1.ClusterServiceVersion{}
 		err := e.c.Client.Get(ctx, client.ObjectKeyFromObject(csv), got)
-		return slices.Contains(got.Finalizers, olmguard.CleanupFinalizer) && got.Annotations["olm.targetNamespaces"] != "", err
+		return slices.Contains(got.Finalizers, olmguard.CleanupFinalizer) && got.Status.Phase != "", err
 	})
 	if err := tn.client.Delete(ctx, csv); err != nil {
 		t.Fatal(err)
@@ -434,15 +435,7 @@ func (e *env) attackCatalogLabel(t *testing.T) {
 	t.Parallel()
 	tn := e.newTenant(t, "pod")
 	ctx := context.Background()
-	node := "hostile-node"
-	if err := e.c.AddNode(ctx, node, nil); err != nil {
-		t.Fatal(err)
-	}
-	// No other pod may land there: only pods bound to it by name.
-	if err := e.c.Client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
-		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"taints":[{"key":"hostile.olmguard.io/only","effect":"NoSchedule"}]}}`))); err != nil {
-		t.Fatal(err)
-	}
+	node := HostileNode
 	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: VictimNamespace, Name: "victim-catalog"},
 		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Address: "192.0.2.1:50051", DisplayName: "victim"}}
 	if err := e.c.Client.Create(ctx, cs); err != nil {
@@ -461,7 +454,7 @@ func (e *env) attackCatalogLabel(t *testing.T) {
 	if err := tn.client.Create(ctx, lookalike); err != nil {
 		t.Fatal(err)
 	}
-	before := settledSnapshot(t, e.c)
+	before := e.snapshot(t)
 	if err := e.c.FailNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +493,7 @@ func (e *env) attackCopiedFrom(t *testing.T) {
 				ns = "finalizer1"
 			}
 			tn := e.newTenant(t, ns, rbacv1.PolicyRule{APIGroups: []string{olm.Group}, Resources: []string{"clusterserviceversions"}, Verbs: []string{"update"}})
-			before := settledSnapshot(t, e.c)
+			before := e.snapshot(t)
 			ctx := context.Background()
 			if err := tn.client.Create(ctx, realolm.NewSubscription(tn.ns, "xi", Xi, v1alpha1.ApprovalAutomatic, "")); err != nil {
 				t.Fatal(err)

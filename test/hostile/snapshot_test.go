@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/test/cluster"
@@ -73,12 +74,20 @@ var contentFields = []string{"spec", "rules", "data", "binaryData", "stringData"
 
 // takeSnapshot lists every object of every listable resource (via discovery) outside the tenants'
 // namespaces.
-func takeSnapshot(ctx context.Context, c *cluster.Cluster) (snapshot, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+// The tenants' namespaces are left out on the server (a field selector) too: item 4 puts 200 MB of
+// Subscriptions in one.
+func takeSnapshot(ctx context.Context, c *cluster.Cluster, tenants []string) (snapshot, error) {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = 200, 400
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(c.Config)
+	var sel []string
+	for _, ns := range tenants {
+		sel = append(sel, "metadata.namespace!="+ns)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +106,11 @@ func takeSnapshot(ctx context.Context, c *cluster.Cluster) (snapshot, error) {
 				continue
 			}
 			gvr := gv.WithResource(r.Name)
-			items, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+			opts := metav1.ListOptions{}
+			if r.Namespaced {
+				opts.FieldSelector = strings.Join(sel, ",")
+			}
+			items, err := dyn.Resource(gvr).List(ctx, opts)
 			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
 				continue // a CRD deleted meanwhile
 			}
@@ -158,8 +171,11 @@ type allowFunc func(k key, before record, after *record) (string, bool)
 //   - Objects OLM labels for a tenant namespace's CSV (olm.owner.namespace=tenant-a-...): OLM
 //     relabels a bundled ClusterRole for the newest CSV of its package (item 2), which is OLM's
 //     write, not a deletion.
+//   - OLM's cluster objects for a tenant's CSV (labelled olm.owner.namespace=tenant-a-...) go
+//     with that CSV.
 //   - In OLM's namespace, finished unpack Jobs and their pods go after their TTL (OLM v0.43+ sets
-//     300 s; olmguard's --unpack-job-ttl 10 min).
+//     300 s; olmguard's --unpack-job-ttl 10 min), and the unpack Jobs and ConfigMaps of another
+//     attack's install (begun before this attack's snapshot) are written on: OLM's own unpack.
 //   - A pod labelled RecoveredLabel: item 6's positive control, which olmguard must delete.
 func allowedEverywhere(k key, before record, after *record) (string, bool) {
 	switch {
@@ -167,8 +183,12 @@ func allowedEverywhere(k key, before record, after *record) (string, bool) {
 		return "node status machinery", true
 	case after != nil && isTenantNamespace(after.Labels[olm.OwnerNamespaceLabel]):
 		return "OLM's labels for a tenant's CSV", true
+	case after == nil && isTenantNamespace(before.Labels[olm.OwnerNamespaceLabel]):
+		return "OLM's object for a tenant's CSV, removed with it", true
 	case k.Namespace == cluster.OLMNamespace && after == nil && (k.GVR.Resource == "jobs" || k.GVR.Resource == "pods"):
 		return "unpack Job TTL", true
+	case k.Namespace == cluster.OLMNamespace && after != nil && (k.GVR.Resource == "jobs" || k.GVR.Resource == "configmaps"):
+		return "a bundle unpack of a tenant's install in progress", true
 	case k.GVR.Resource == "pods" && before.Labels[RecoveredLabel] == "true" && after == nil:
 		return "item 6's positive control", true
 	}
@@ -239,11 +259,11 @@ func sortedKeys(m map[string]string) []string {
 
 // settledSnapshot waits until two snapshots in a row are equal (OLM and the controllers have
 // finished their writes) and returns the last.
-func settledSnapshot(t *testing.T, c *cluster.Cluster) snapshot {
+func (e *env) settledSnapshot(t *testing.T) snapshot {
 	t.Helper()
 	var last snapshot
 	testenv.Eventually(t, "the cluster outside the tenants' namespaces settles", func(ctx context.Context) (bool, error) {
-		s, err := takeSnapshot(ctx, c)
+		s, err := takeSnapshot(ctx, e.c, e.tenantNamespaces())
 		if err != nil {
 			return false, err
 		}
@@ -257,13 +277,13 @@ func settledSnapshot(t *testing.T, c *cluster.Cluster) snapshot {
 // checkUnchanged waits until nothing outside the tenants' namespaces differs from before but
 // what allow excuses; it fails with the differences left after testenv.Patience. Deletions never
 // come back, so a failing check takes the whole patience: the passing one does not.
-func checkUnchanged(t *testing.T, c *cluster.Cluster, before snapshot, allow ...allowFunc) {
+func (e *env) checkUnchanged(t *testing.T, before snapshot, allow ...allowFunc) {
 	t.Helper()
 	var left []string
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		after, err := takeSnapshot(ctx, c)
+		after, err := takeSnapshot(ctx, e.c, e.tenantNamespaces())
 		if err != nil {
 			return false, err
 		}
@@ -282,4 +302,15 @@ func checkUnchanged(t *testing.T, c *cluster.Cluster, before snapshot, allow ...
 	for _, l := range left {
 		t.Errorf("outside the tenants' namespaces: %s", l)
 	}
+}
+
+// snapshot is the state an attack starts from. The attacks run side by side: it does not wait for
+// the cluster to settle (the others' installs go on), TestHostileTenant did before any started.
+func (e *env) snapshot(t *testing.T) snapshot {
+	t.Helper()
+	s, err := takeSnapshot(context.Background(), e.c, e.tenantNamespaces())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
