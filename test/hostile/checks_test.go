@@ -51,20 +51,22 @@ type doctorFinding struct {
 	Commands  []string `json:"commands"`
 }
 
-// runDoctor runs the built `kubectl-olmguard doctor -A` as the cluster admin, as a table and as
-// JSON.
+// runDoctor runs the built `kubectl-olmguard doctor` on every namespace (no -n: doctor has no -A)
+// as the cluster admin, as a table and as JSON.
 func (e *env) runDoctor(t *testing.T) (table string, findings []doctorFinding) {
 	t.Helper()
 	ctx := context.Background()
-	_, table, errOut := procs.Doctor(t, ctx, e.c.Kubeconfig, "-A")
-	_, js, errJS := procs.Doctor(t, ctx, e.c.Kubeconfig, "-A", "-o", "json")
+	code, table, errOut := procs.Doctor(t, ctx, e.c.Kubeconfig)
+	if code == 2 {
+		t.Fatalf("doctor: exit 2: %s", errOut)
+	}
+	_, js, errJS := procs.Doctor(t, ctx, e.c.Kubeconfig, "-o", "json")
 	var report struct {
 		Findings []doctorFinding `json:"findings"`
 	}
 	if err := json.Unmarshal([]byte(js), &report); err != nil {
 		t.Fatalf("doctor -A -o json: %v\n%s\n%s", err, js, errJS)
 	}
-	_ = errOut
 	return table, report.Findings
 }
 
