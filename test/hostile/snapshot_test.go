@@ -172,7 +172,7 @@ type allowFunc func(k key, before record, after *record) (string, bool)
 //     relabels a bundled ClusterRole for the newest CSV of its package (item 2), which is OLM's
 //     write, not a deletion.
 //   - OLM's cluster objects for a tenant's CSV (labelled olm.owner.namespace=tenant-a-...) go
-//     with that CSV.
+//     with that CSV, and so does its Operator object (<package>.<tenant namespace>).
 //   - In OLM's namespace, finished unpack Jobs and their pods go after their TTL (OLM v0.43+ sets
 //     300 s; olmguard's --unpack-job-ttl 10 min), and the unpack Jobs and ConfigMaps of another
 //     attack's install (begun before this attack's snapshot) are written on: OLM's own unpack.
@@ -185,6 +185,8 @@ func allowedEverywhere(k key, before record, after *record) (string, bool) {
 		return "OLM's labels for a tenant's CSV", true
 	case after == nil && isTenantNamespace(before.Labels[olm.OwnerNamespaceLabel]):
 		return "OLM's object for a tenant's CSV, removed with it", true
+	case k.GVR.Resource == "operators" && k.GVR.Group == "operators.coreos.com" && isTenantNamespace(k.Name[strings.LastIndex(k.Name, ".")+1:]):
+		return "OLM's Operator object of a tenant's install", true
 	case k.Namespace == cluster.OLMNamespace && after == nil && (k.GVR.Resource == "jobs" || k.GVR.Resource == "pods"):
 		return "unpack Job TTL", true
 	case k.Namespace == cluster.OLMNamespace && after != nil && (k.GVR.Resource == "jobs" || k.GVR.Resource == "configmaps"):
