@@ -466,6 +466,16 @@ func (e *env) attackCatalogLabel(t *testing.T) {
 	if err := realolm.Gone(ctx, e.c.Client, control); err != nil {
 		t.Fatalf("positive control: olmguard did not recover the catalog pod of an existing CatalogSource: %v", err)
 	}
+	// olmguard, not OLM, deleted it: its controller says so.
+	testenv.Eventually(t, "the controller logs the recovery of "+control.Name, func(context.Context) (bool, error) {
+		b, err := os.ReadFile(e.olmguard.Controller.Log)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "deleted catalog pod stranded") && strings.Contains(line, control.Name) {
+				return true, err
+			}
+		}
+		return false, err
+	})
 	got := &corev1.Pod{}
 	if err := e.c.Client.Get(ctx, client.ObjectKeyFromObject(lookalike), got); err != nil || got.UID != lookalike.UID || got.DeletionTimestamp != nil {
 		t.Errorf("the tenant's pod with only the label %s was deleted on its NotReady node (err %v)", olm.CatalogSourceLabel, err)
