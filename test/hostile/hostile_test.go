@@ -492,6 +492,7 @@ func (e *env) attackCatalogLabel(t *testing.T) {
 // Fails before the fix: both removals were allowed (the guard judged only the new object, which
 // carried olm.copiedFrom).
 func (e *env) attackCopiedFrom(t *testing.T) {
+	t.Parallel()
 	for _, oneUpdate := range []bool{false, true} {
 		name := "two updates"
 		if oneUpdate {

@@ -73,7 +73,7 @@ var contentFields = []string{"spec", "rules", "data", "binaryData", "stringData"
 	"aggregationRule", "type", "secrets"}
 
 // takeSnapshot lists every object of every listable resource (via discovery) outside the tenants'
-// namespaces.
+// namespaces (and but their Namespace objects, which OLM labels for their OperatorGroups).
 // The tenants' namespaces are left out on the server (a field selector) too: item 4 puts 200 MB of
 // Subscriptions in one.
 func takeSnapshot(ctx context.Context, c *cluster.Cluster, tenants []string) (snapshot, error) {
@@ -119,7 +119,7 @@ func takeSnapshot(ctx context.Context, c *cluster.Cluster, tenants []string) (sn
 			}
 			for i := range items.Items {
 				o := &items.Items[i]
-				if isTenantNamespace(o.GetNamespace()) {
+				if isTenantNamespace(o.GetNamespace()) || (r.Name == "namespaces" && gv.Group == "" && isTenantNamespace(o.GetName())) {
 					continue
 				}
 				out[key{gvr, o.GetNamespace(), o.GetName()}] = recordOf(o)
@@ -129,8 +129,21 @@ func takeSnapshot(ctx context.Context, c *cluster.Cluster, tenants []string) (sn
 	return out, nil
 }
 
+// volatileLabels: OLM's Operator controller adds and removes its component labels
+// (operators.coreos.com/<package>.<namespace>) on its own schedule, long after an install.
+var volatileLabels = []string{"operators.coreos.com/"}
+
 func recordOf(o *unstructured.Unstructured) record {
-	r := record{UID: string(o.GetUID()), Labels: o.GetLabels(), Finalizers: o.GetFinalizers()}
+	r := record{UID: string(o.GetUID()), Finalizers: o.GetFinalizers()}
+	for k, v := range o.GetLabels() {
+		if slices.ContainsFunc(volatileLabels, func(p string) bool { return strings.HasPrefix(k, p) }) {
+			continue
+		}
+		if r.Labels == nil {
+			r.Labels = map[string]string{}
+		}
+		r.Labels[k] = v
+	}
 	for k, v := range o.GetAnnotations() {
 		if slices.ContainsFunc(volatile, func(p string) bool { return strings.HasPrefix(k, p) }) {
 			continue
