@@ -12,12 +12,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/manifests"
@@ -142,18 +145,24 @@ func startEnv(t *testing.T) *env {
 	install.ApplyRBAC(t, ctx, c, objs)
 	// Operand cleanup of Nu's widgets, as README "Operand cleanup" tells an administrator to grant:
 	// item 5 checks that a tenant cannot turn this grant against other namespaces.
+	// And the CRD of an operator uninstalled earlier: OLM leaves CRDs and their data behind, and
+	// no CSV owns it any more.
+	if err := e.createLeftoverCRD(ctx); err != nil {
+		t.Fatal(err)
+	}
 	grant := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "hostile-nu-widgets", Labels: map[string]string{"olmguard.io/aggregate-to-controller": "true"}},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{Nu.Group()}, Resources: []string{"widgets"}, Verbs: []string{"list", "delete"}}},
+		ObjectMeta: metav1.ObjectMeta{Name: "hostile-operands", Labels: map[string]string{"olmguard.io/aggregate-to-controller": "true"}},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{Nu.Group()}, Resources: []string{"widgets"}, Verbs: []string{"list", "delete"}},
+			{APIGroups: []string{LeftoverGroup}, Resources: []string{"gadgets"}, Verbs: []string{"list", "delete"}}},
 	}
 	if err := c.Client.Create(ctx, grant); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "Nu's widgets aggregated into the controller's ClusterRole", func(ctx context.Context) (bool, error) {
+	testenv.Eventually(t, "the operand grants aggregated into the controller's ClusterRole", func(ctx context.Context) (bool, error) {
 		cr := &rbacv1.ClusterRole{}
 		err := c.Client.Get(ctx, types.NamespacedName{Name: "olmguard-controller"}, cr)
 		for _, r := range cr.Rules {
-			if contains(r.Resources, "widgets") {
+			if contains(r.Resources, "gadgets") {
 				return true, err
 			}
 		}
@@ -234,11 +243,46 @@ func (e *env) installVictim(t *testing.T) {
 	if err := realolm.NoPlanInstalling(ctx, c, VictimNamespace); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []realolm.Package{Mu, Nu} {
-		if err := c.Create(ctx, newWidget(p, VictimNamespace, "victim-data")); err != nil {
+	for _, o := range []client.Object{newWidget(Mu, VictimNamespace, "victim-data"), newWidget(Nu, VictimNamespace, "victim-data"),
+		newGadget(VictimNamespace, "victim-data")} {
+		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// LeftoverGroup is the API group of the CRD gadgets.<LeftoverGroup>, which no CSV owns.
+const LeftoverGroup = "leftover.example.com"
+
+// leftoverGVK is the kind of the leftover CRD.
+var leftoverGVK = schema.GroupVersionKind{Group: LeftoverGroup, Version: "v1", Kind: "Gadget"}
+
+// createLeftoverCRD creates the CRD gadgets.<LeftoverGroup> (namespaced, any content) and waits
+// until it is served.
+func (e *env) createLeftoverCRD(ctx context.Context) error {
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + LeftoverGroup},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: LeftoverGroup, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true)}}}}}}
+	if err := e.c.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
+		g := &unstructured.UnstructuredList{}
+		g.SetGroupVersionKind(leftoverGVK.GroupVersion().WithKind("GadgetList"))
+		return e.c.Client.List(ctx, g) == nil, nil
+	})
+}
+
+// newGadget is a Gadget of the leftover CRD.
+func newGadget(ns, name string) *unstructured.Unstructured {
+	g := &unstructured.Unstructured{}
+	g.SetGroupVersionKind(leftoverGVK)
+	g.SetNamespace(ns)
+	g.SetName(name)
+	return g
 }
 
 // tenant is an attacker: ServiceAccount TenantServiceAccount of its namespace, bound to the

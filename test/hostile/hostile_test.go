@@ -379,20 +379,24 @@ func (e *env) attackBigSubscriptions(t *testing.T) {
 }
 
 // attackClaimedCRD (item 5). With one verb more than edit, create on CSVs in its namespace (many
-// clusters grant it; OLM's default aggregation does not), the tenant creates a CSV that claims the
-// CRD of Nu (installed by the cluster admin in the victim's namespace), opts in to operand cleanup
-// (spec.cleanup.enabled) and is deleted by the tenant. olmguard runs with its default operand
-// cleanup opt-in and the administrator's grant on Nu's widgets. No Widget of Nu's CRD may go: one
-// the admin created in the tenant's namespace, and the victim's.
-// Fails before the fix: olmguard deleted the admin's Widget in the tenant's namespace (every
-// custom resource of the claimed CRD in the CSV's target namespaces).
+// clusters grant it; OLM's default aggregation does not), the tenant creates a CSV that claims two
+// CRDs OLM did not install for it: Nu's (a live CSV of the victim owns it) and gadgets, left by an
+// operator uninstalled earlier (OLM keeps CRDs and their data; no CSV owns it). The CSV opts in to
+// operand cleanup (spec.cleanup.enabled) and the tenant deletes it. olmguard runs with its default
+// operand cleanup opt-in and the administrator's grants on both kinds (README, Operand cleanup).
+// No custom resource of either CRD may go: those the admin created in the tenant's namespace, and
+// the victim's.
+// Fails before the fix: olmguard deleted the admin's Gadget in the tenant's namespace (a CRD no
+// CSV owns is deleted from the CSV's own claim); Nu's Widget stayed (claimed by a live CSV).
 func (e *env) attackClaimedCRD(t *testing.T) {
 	t.Parallel()
 	tn := e.newTenant(t, "claim", rbacv1.PolicyRule{APIGroups: []string{olm.Group}, Resources: []string{"clusterserviceversions"}, Verbs: []string{"create"}})
 	ctx := context.Background()
-	notYours := newWidget(Nu, tn.ns, "not-yours")
-	if err := e.c.Client.Create(ctx, notYours); err != nil {
-		t.Fatal(err)
+	notYours := []*unstructured.Unstructured{newWidget(Nu, tn.ns, "not-yours"), newGadget(tn.ns, "not-yours")}
+	for _, o := range notYours {
+		if err := e.c.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	before := e.snapshot(t)
 	csv := &unstructured.Unstructured{Object: map[string]any{
@@ -401,8 +405,9 @@ func (e *env) attackClaimedCRD(t *testing.T) {
 		"spec": map[string]any{"displayName": "claim", "version": "1.0.0", "cleanup": map[string]any{"enabled": true},
 			"installModes": []any{map[string]any{"type": "OwnNamespace", "supported": true}, map[string]any{"type": "SingleNamespace", "supported": true},
 				map[string]any{"type": "MultiNamespace", "supported": false}, map[string]any{"type": "AllNamespaces", "supported": true}},
-			"customresourcedefinitions": map[string]any{"owned": []any{map[string]any{"name": Nu.CRDName(), "version": "v1", "kind": "Widget"}}},
-			"install":                   map[string]any{"strategy": "deployment", "spec": map[string]any{"deployments": []any{}}}}}}
+			"customresourcedefinitions": map[string]any{"owned": []any{map[string]any{"name": Nu.CRDName(), "version": "v1", "kind": "Widget"},
+				map[string]any{"name": "gadgets." + LeftoverGroup, "version": "v1", "kind": "Gadget"}}},
+			"install": map[string]any{"strategy": "deployment", "spec": map[string]any{"deployments": []any{}}}}}}
 	if err := tn.client.Create(ctx, csv); err != nil {
 		t.Fatal(err)
 	}
@@ -417,9 +422,9 @@ func (e *env) attackClaimedCRD(t *testing.T) {
 	if err := realolm.Gone(ctx, e.c.Client, csv); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []*unstructured.Unstructured{notYours, newWidget(Nu, VictimNamespace, "victim-data")} {
-		if err := e.c.Client.Get(ctx, client.ObjectKeyFromObject(w), w.DeepCopy()); err != nil {
-			t.Errorf("after the tenant's CSV claiming %s was deleted, Widget %s/%s: %v", Nu.CRDName(), w.GetNamespace(), w.GetName(), err)
+	for _, o := range append(notYours, newWidget(Nu, VictimNamespace, "victim-data"), newGadget(VictimNamespace, "victim-data")) {
+		if err := e.c.Client.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopy()); err != nil {
+			t.Errorf("after the tenant's CSV claiming %s was deleted, %s %s/%s: %v", o.GetKind(), o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}
 	e.after(t, tn, before)

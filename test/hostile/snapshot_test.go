@@ -65,8 +65,12 @@ var skipped = map[string]bool{"events": true, "leases": true, "endpointslices": 
 	"componentstatuses": true, "packagemanifests": true}
 
 // volatile annotations: rewritten by controllers on their own schedule.
+// operatorframework.io/installed-alongside-<hash> is OLM's record, on the CRDs and APIServices it
+// applies, of the CSVs installed with them: a tenant installing a package another namespace runs
+// adds one (item 2), OLM's write.
 var volatile = []string{"deployment.kubernetes.io/", "control-plane.alpha.kubernetes.io/leader",
-	"node.alpha.kubernetes.io/ttl", "kubectl.kubernetes.io/last-applied-configuration", "olmguard.io/resync"}
+	"node.alpha.kubernetes.io/ttl", "kubectl.kubernetes.io/last-applied-configuration", "olmguard.io/resync",
+	"operatorframework.io/installed-alongside-"}
 
 // contentFields are hashed: what an object says, as opposed to what is observed of it.
 var contentFields = []string{"spec", "rules", "data", "binaryData", "stringData", "webhooks", "roleRef", "subjects",
