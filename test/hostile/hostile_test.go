@@ -298,8 +298,10 @@ const webhookMemoryLimit = 128 << 20
 // webhook, which reads the namespace's Subscriptions on a Subscription CREATE and an InstallPlan
 // UPDATE, must stay under its pod's 128 MiB (peak RSS, VmHWM), keep serving, and its enforced
 // policy (InstallPlanOwnerDrop, enforce by default) must still decide: an update dropping a live
-// Subscription's ownerReference from a plan is denied.
-// Fails before the fix: the webhook's peak RSS went far over 128 MiB (issue 31 measured 1,030 MiB).
+// Subscription's ownerReference from a plan is denied (as it is before the flood: the positive
+// control).
+// Fails before the fix: the webhook's peak RSS was 880 MiB (issue 31 measured 1,030 MiB), and after
+// the flood the owner drop was let through (the webhook's read outlasted the call: fail open).
 func (e *env) attackBigSubscriptions(t *testing.T) {
 	n := 200
 	if v := os.Getenv(bigSubscriptionsEnv); v != "" {
@@ -326,6 +328,15 @@ func (e *env) attackBigSubscriptions(t *testing.T) {
 		u.SetKind(olm.SubscriptionKind)
 		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "PAD", "value": pad}}, "spec", "config", "env")
 		return u
+	}
+	// Positive control, before the flood: the enforced policy denies the owner drop.
+	first := big(-1)
+	unstructured.RemoveNestedField(first.Object, "spec", "config")
+	if err := tn.client.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ownerDropDenied(ctx, tn.ns, "before", first); err != nil {
+		t.Fatalf("positive control, before the flood: %v", err)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -354,16 +365,8 @@ func (e *env) attackBigSubscriptions(t *testing.T) {
 	if err := tn.client.Create(ctx, last); err != nil {
 		t.Fatal(err)
 	}
-	// Still deciding: a plan owned by the last Subscription, then an update dropping the owner.
-	plan := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Name: "owned", Namespace: tn.ns,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.SubscriptionKind, Name: last.GetName(), UID: last.GetUID()}}},
-		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"big.v1"}, Approval: v1alpha1.ApprovalManual}}
-	if err := e.c.Client.Create(ctx, plan); err != nil {
-		t.Fatal(err)
-	}
-	plan.OwnerReferences = nil
-	if err := e.c.Client.Update(ctx, plan); err == nil || !apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "denied") {
-		t.Errorf("an update dropping Subscription %s's ownerReference from plan %s was not denied (InstallPlanOwnerDrop, enforce): %v", last.GetName(), plan.Name, err)
+	if err := e.ownerDropDenied(ctx, tn.ns, "after", last); err != nil {
+		t.Errorf("after the flood: %v", err)
 	}
 	peak, err := e.olmguard.Webhook.PeakRSS()
 	if err != nil {
@@ -376,6 +379,23 @@ func (e *env) attackBigSubscriptions(t *testing.T) {
 	e.after(t, tn, before)
 	// The namespace goes, so that OLM stops resyncing 200 MB of Subscriptions.
 	_ = e.c.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tn.ns}})
+}
+
+// ownerDropDenied creates, as the cluster admin, plan name owned by sub, then updates it without
+// that ownerReference: InstallPlanOwnerDrop (enforce by default) must deny the update.
+func (e *env) ownerDropDenied(ctx context.Context, ns, name string, sub client.Object) error {
+	plan := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.SubscriptionKind, Name: sub.GetName(), UID: sub.GetUID()}}},
+		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"big.v1"}, Approval: v1alpha1.ApprovalManual}}
+	if err := e.c.Client.Create(ctx, plan); err != nil {
+		return err
+	}
+	plan.OwnerReferences = nil
+	err := e.c.Client.Update(ctx, plan)
+	if err != nil && (apierrors.IsForbidden(err) || strings.Contains(err.Error(), "denied")) {
+		return nil
+	}
+	return fmt.Errorf("an update dropping Subscription %s's ownerReference from plan %s was not denied (InstallPlanOwnerDrop, enforce): %v", sub.GetName(), name, err)
 }
 
 // attackClaimedCRD (item 5). With one verb more than edit, create on CSVs in its namespace (many
