@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -341,7 +342,8 @@ func (e *env) attackBigSubscriptions(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	work := make(chan int)
-	for w := 0; w < 4; w++ {
+	start := time.Now()
+	for w := 0; w < 8; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -361,6 +363,7 @@ func (e *env) attackBigSubscriptions(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	t.Logf("%d Subscriptions of %d KB created in %s", n, len(pad)>>10, time.Since(start).Round(time.Second))
 	last := big(n)
 	if err := tn.client.Create(ctx, last); err != nil {
 		t.Fatal(err)
