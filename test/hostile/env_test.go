@@ -168,8 +168,10 @@ func startEnv(t *testing.T) *env {
 		}
 		return false, err
 	})
-	// Default flags, but for the catalog pod grace, which item 6 waits out.
-	e.olmguard = install.StartAsServiceAccounts(t, ctx, c, install.Options{ControllerArgs: []string{"--catalog-pod-grace=2s"}})
+	// Default flags, but for the catalog pod grace, which item 6 waits out, and client
+	// authentication when clientAuthEnv turns it on (item 3).
+	e.olmguard = install.StartAsServiceAccounts(t, ctx, c, install.Options{WebhookArgs: webhookAuthArgs(),
+		ControllerArgs: []string{"--catalog-pod-grace=2s"}})
 
 	e.installVictim(t)
 	// Item 6's node: only pods bound to it by name run there (a NoSchedule taint keeps the

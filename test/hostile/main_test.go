@@ -26,5 +26,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "[hostile] %v\n", err)
 		os.Exit(1)
 	}
-	cluster.Main(m, cluster.Options{Name: fmt.Sprintf("olmguard-hostile-%d", os.Getpid())})
+	opts := cluster.Options{Name: fmt.Sprintf("olmguard-hostile-%d", os.Getpid())}
+	if os.Getenv(clientAuthEnv) == "1" {
+		dir, err := os.MkdirTemp("", "olmguard-hostile-auth-")
+		if err == nil {
+			var config string
+			if config, err = setUpClientAuth(dir); err == nil {
+				opts.APIServerArgs = map[string]string{"admission-control-config-file": config}
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "[hostile] client authentication: %v\n", err)
+			os.Exit(1)
+		}
+	}
+	cluster.Main(m, opts)
 }
