@@ -522,7 +522,8 @@ func (e *env) attackCatalogLabel(t *testing.T) {
 // tenant tries to skip olmguard's cleanup of its own install (Xi): it labels the CSV
 // olm.copiedFrom (as OLM labels its copies, which the finalizer guard lets go) and removes the
 // finalizer, in two updates and in one. The guard (--policy-cleanup-finalizer, enforce by default)
-// must deny the removal both ways. The label names the CSV's own namespace, so OLM does not take
+// must deny the removal, or the mutating webhook put the finalizer back: either way the CSV keeps
+// it. The label names the CSV's own namespace, so OLM does not take
 // the CSV for a dangling copy.
 // Fails before the fix: both removals were allowed (the guard judged only the new object, which
 // carried olm.copiedFrom).
@@ -582,10 +583,14 @@ func (e *env) attackCopiedFrom(t *testing.T) {
 			} else {
 				t.Fatalf("labelling the CSV %s: %v", olm.CopiedFromLabel, err)
 			}
-			if err == nil {
+			t.Logf("the removal: %v", err)
+			// Denied, or the finalizer put back by the mutating webhook: either way it stays.
+			got := &v1alpha1.ClusterServiceVersion{}
+			if err := e.c.Client.Get(ctx, client.ObjectKeyFromObject(csv), got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(got.Finalizers, olmguard.CleanupFinalizer) {
 				t.Errorf("the tenant removed %s from its CSV after labelling it %s (%s)", olmguard.CleanupFinalizer, olm.CopiedFromLabel, name)
-			} else {
-				t.Logf("denied: %v", err)
 			}
 			e.after(t, tn, before)
 		})

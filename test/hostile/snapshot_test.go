@@ -185,9 +185,10 @@ type allowFunc func(k key, before record, after *record) (string, bool)
 // machinery, never by olmguard on a tenant's behalf:
 //   - Nodes: the node lifecycle controller taints a NotReady node, kwok rewrites node annotations
 //     (item 6 fails one node).
-//   - Objects OLM labels for a tenant namespace's CSV (olm.owner.namespace=tenant-a-...): OLM
-//     relabels a bundled ClusterRole for the newest CSV of its package (item 2), which is OLM's
-//     write, not a deletion.
+//   - Objects OLM labels for a tenant namespace's CSV (olm.owner.namespace=tenant-a-...), and
+//     changes of OLM's ownership labels alone (olm.owner, olm.owner.namespace, olm.owner.kind): OLM
+//     relabels a bundled ClusterRole for the newest CSV of its package (item 2; on v0.46.0 with
+//     olm.owner only), which is OLM's write, not a deletion.
 //   - OLM's cluster objects for a tenant's CSV (labelled olm.owner.namespace=tenant-a-...) go
 //     with that CSV, and so does its Operator object (<package>.<tenant namespace>).
 //   - In OLM's namespace, finished unpack Jobs and their pods go after their TTL (OLM v0.43+ sets
@@ -198,6 +199,8 @@ func allowedEverywhere(k key, before record, after *record) (string, bool) {
 	switch {
 	case k.GVR.Resource == "nodes" && after != nil:
 		return "node status machinery", true
+	case after != nil && onlyOwnershipLabels(before, *after):
+		return "OLM relabels its object for the newest CSV of a package", true
 	case after != nil && isTenantNamespace(after.Labels[olm.OwnerNamespaceLabel]):
 		return "OLM's labels for a tenant's CSV", true
 	case after == nil && isTenantNamespace(before.Labels[olm.OwnerNamespaceLabel]):
@@ -332,4 +335,22 @@ func (e *env) snapshot(t *testing.T) snapshot {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// ownershipLabels are OLM's labels naming the CSV an object belongs to.
+var ownershipLabels = []string{olm.OwnerLabel, olm.OwnerNamespaceLabel, "olm.owner.kind"}
+
+// onlyOwnershipLabels reports whether a and b differ in OLM's ownership labels and nothing else.
+func onlyOwnershipLabels(b, a record) bool {
+	strip := func(r record) record {
+		r.Labels = maps.Clone(r.Labels)
+		for _, l := range ownershipLabels {
+			delete(r.Labels, l)
+		}
+		if len(r.Labels) == 0 {
+			r.Labels = nil
+		}
+		return r
+	}
+	return changes(strip(b), strip(a)) == "" && b.UID == a.UID
 }

@@ -30,16 +30,17 @@ func TestDiff(t *testing.T) {
 		allow []allowFunc
 		want  string
 	}{
-		"unchanged":       {snapshot{k: obj("1", nil)}, nil, ""},
-		"status only":     {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.Object["status"] = "y" })}, nil, ""},
-		"volatile only":   {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"a": "1"}) })}, nil, ""},
-		"deleted":         {snapshot{}, nil, "clusterroles.rbac.authorization.k8s.io/role: deleted"},
-		"replaced":        {snapshot{k: obj("2", nil)}, nil, "replaced"},
-		"rules":           {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.Object["rules"] = []any{"b"} })}, nil, "content"},
-		"labels":          {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.SetLabels(nil) })}, nil, "labels"},
-		"finalizers":      {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) })}, nil, "finalizers"},
-		"created is fine": {snapshot{k: obj("1", nil), key{cr, "", "new"}: obj("3", nil)}, nil, ""},
-		"allowed":         {snapshot{}, []allowFunc{func(key, record, *record) (string, bool) { return "expected", true }}, ""},
+		"unchanged":         {snapshot{k: obj("1", nil)}, nil, ""},
+		"status only":       {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.Object["status"] = "y" })}, nil, ""},
+		"volatile only":     {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"a": "1"}) })}, nil, ""},
+		"deleted":           {snapshot{}, nil, "clusterroles.rbac.authorization.k8s.io/role: deleted"},
+		"replaced":          {snapshot{k: obj("2", nil)}, nil, "replaced"},
+		"rules":             {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.Object["rules"] = []any{"b"} })}, nil, "content"},
+		"labels":            {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.SetLabels(nil) })}, nil, "labels"},
+		"finalizers":        {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) })}, nil, "finalizers"},
+		"ownership relabel": {snapshot{k: obj("1", func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"l": "1", "olm.owner": "x.v2"}) })}, nil, ""},
+		"created is fine":   {snapshot{k: obj("1", nil), key{cr, "", "new"}: obj("3", nil)}, nil, ""},
+		"allowed":           {snapshot{}, []allowFunc{func(key, record, *record) (string, bool) { return "expected", true }}, ""},
 	} {
 		got := strings.Join(diff(base, tc.after, tc.allow...), "\n")
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
