@@ -7,6 +7,9 @@
 #                           from ../shared/olm or OLMGUARD_OLM_BINARIES)
 #   OLMGUARD_REQUIRE_REAL_NODE=1  the real-node tier fails, instead of skipping, on a host that
 #                           cannot run containers (the default as root, as on CI)
+#   OLMGUARD_HOSTILE_CLIENT_AUTH=1  the hostile-tenant tier runs the webhook with client
+#                           authentication of the kube-apiserver's calls (item 3 then requires forged
+#                           reviews refused); OLMGUARD_HOSTILE_BIG_SUBSCRIPTIONS=<n> (default 200)
 #   OLM_CRDS=<dir>          also run REAL_CRD_PKGS (the simulator and the webhook paths) against
 #                           OLM's published CRDs
 set -uo pipefail
