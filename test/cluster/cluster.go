@@ -50,6 +50,9 @@ type Options struct {
 	Persistent bool
 	// Log receives progress lines; default os.Stderr.
 	Log io.Writer
+	// APIServerArgs are extra kube-apiserver flags (name without dashes -> value), e.g.
+	// admission-control-config-file; with the binary runtime, a file path is read from the host.
+	APIServerArgs map[string]string
 }
 
 // ErrNotKwok is returned by the node and component operations of a cluster Attach connected to.
@@ -116,7 +119,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{
 		Name:       opts.Name,
 		Kubeconfig: KubeconfigPath(opts.Name),
-		kwok:       kwokctl{name: opts.Name, binDir: opts.BinDir},
+		kwok:       kwokctl{name: opts.Name, binDir: opts.BinDir, apiServerArgs: opts.APIServerArgs},
 		managed:    true,
 		log:        opts.Log,
 	}

@@ -65,8 +65,9 @@ func noKubeconfig() string { return filepath.Join(WorkDir(), "olmguard", "no-suc
 
 // kwokctl runs the kwokctl binary for one cluster.
 type kwokctl struct {
-	name   string
-	binDir string
+	name          string
+	binDir        string
+	apiServerArgs map[string]string // Options.APIServerArgs
 }
 
 func (k kwokctl) bin() string { return filepath.Join(k.binDir, "kwokctl") }
@@ -183,6 +184,9 @@ func (k kwokctl) prepare() error {
 	conf, err := render(string(tmpl), vars)
 	if err != nil {
 		return fmt.Errorf("hack/kwok/kwokctl.yaml: %w", err)
+	}
+	if conf, err = withAPIServerArgs(conf, k.apiServerArgs); err != nil {
+		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "kwokctl.yaml"), []byte(conf), 0o644)
 }
@@ -309,4 +313,29 @@ func processAlive(pid int) bool {
 		return s[i+2] != 'Z' && s[i+2] != 'X'
 	}
 	return true
+}
+
+// apiServerPatch starts the kube-apiserver's extraArgs in hack/kwok/kwokctl.yaml.
+const apiServerPatch = "- name: kube-apiserver\n  extraArgs:\n"
+
+// withAPIServerArgs adds args to the kube-apiserver's extraArgs of a rendered configuration, in
+// name order.
+func withAPIServerArgs(conf string, args map[string]string) (string, error) {
+	if len(args) == 0 {
+		return conf, nil
+	}
+	if strings.Count(conf, apiServerPatch) != 1 {
+		return "", fmt.Errorf("hack/kwok/kwokctl.yaml: no single kube-apiserver extraArgs to add %v to", args)
+	}
+	names := make([]string, 0, len(args))
+	for n := range args {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	esc := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	for _, n := range names {
+		fmt.Fprintf(&b, "  - key: \"%s\"\n    value: \"%s\"\n", esc.Replace(n), esc.Replace(args[n]))
+	}
+	return strings.Replace(conf, apiServerPatch, apiServerPatch+b.String(), 1), nil
 }

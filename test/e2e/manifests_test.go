@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/manifests"
@@ -29,23 +26,16 @@ import (
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
 	"github.com/olmguard/olmguard/test/certmanager"
 	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/install"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// serverSideApply applies obj with server-side apply and strict field validation, for real or as
-// a dry run (admission and validation run in full, nothing is stored).
+// serverSideApply applies obj with server-side apply and strict field validation (install.ServerSideApply).
 func serverSideApply(ctx context.Context, c client.Client, obj *unstructured.Unstructured, dryRun bool) error {
-	obj = obj.DeepCopy()
-	obj.SetManagedFields(nil)
-	opts := []client.PatchOption{client.FieldOwner("olmguard-e2e"), client.ForceOwnership}
-	if dryRun {
-		opts = append(opts, client.DryRunAll)
-	}
-	// Strict: the apiserver rejects unknown and duplicate fields instead of dropping them.
-	return c.Patch(ctx, obj, client.Apply, append(opts, client.FieldValidation("Strict"))...)
+	return install.ServerSideApply(ctx, c, obj, dryRun)
 }
 
 // plainApply applies obj with server-side apply as `kubectl apply --server-side` does: field
@@ -92,17 +82,8 @@ func checkPlainReapply(t *testing.T, ctx context.Context, c *cluster.Cluster, ob
 	}
 }
 
-// isRBAC reports whether an object is part of olmguard's identities and permissions, which the
-// test applies for real (everything else is validated with a dry run: a Deployment of the real
-// image cannot run on kwok's fake nodes, and webhook configurations pointing at it would slow
-// every other test).
-func isRBAC(o *unstructured.Unstructured) bool {
-	switch o.GetKind() {
-	case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-		return true
-	}
-	return false
-}
+// isRBAC reports whether an object is part of olmguard's identities and permissions (install.IsRBAC).
+func isRBAC(o *unstructured.Unstructured) bool { return install.IsRBAC(o) }
 
 // TestManifests applies the kustomize output of both overlays with server-side validation, runs
 // both binaries with exactly the manifests' RBAC through impersonation of their ServiceAccounts,
@@ -252,37 +233,14 @@ func checkWebhookConfigurations(t *testing.T, overlay string, objs []*unstructur
 // saKubeconfig writes a kubeconfig that acts as olmguard's ServiceAccount through impersonation.
 func saKubeconfig(t *testing.T, c *cluster.Cluster, sa string) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	user := "system:serviceaccount:" + olmguard.DefaultNamespace + ":" + sa
-	for _, a := range cfg.AuthInfos {
-		a.Impersonate = user
-		a.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + olmguard.DefaultNamespace, "system:authenticated"}
-	}
-	path := filepath.Join(t.TempDir(), sa+".kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return install.ServiceAccountKubeconfig(t, c, sa)
 }
 
-// applyManifestRBAC applies the RBAC of the rendered objects for real (the self-signed overlay's is
-// a superset of the cert-manager one's) and removes it at test cleanup.
+// applyManifestRBAC applies the RBAC of the rendered objects for real and removes it at test
+// cleanup (install.ApplyRBAC).
 func applyManifestRBAC(t *testing.T, ctx context.Context, c *cluster.Cluster, objs []*unstructured.Unstructured) {
 	t.Helper()
-	for _, o := range objs {
-		if !isRBAC(o) {
-			continue
-		}
-		if err := serverSideApply(ctx, c.Client, o, false); err != nil {
-			t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-		if o.GetKind() != "Namespace" && o.GetKind() != "ServiceAccount" {
-			t.Cleanup(func() { _ = c.Client.Delete(context.Background(), o) })
-		}
-	}
+	install.ApplyRBAC(t, ctx, c, objs)
 }
 
 // checkRBACIsEnough runs the webhook and the controller as their ServiceAccounts and replays every
@@ -297,30 +255,8 @@ func checkRBACIsEnough(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 // ServiceAccounts, through impersonation: the manifests' RBAC (applyManifestRBAC) is all they have.
 func startAsServiceAccounts(t *testing.T, ctx context.Context, c *cluster.Cluster, controllerArgs ...string) (webhook, controller *procs.Process) {
 	t.Helper()
-	testenv.Eventually(t, "the aggregated controller ClusterRole filled in", func(ctx context.Context) (bool, error) {
-		cr := &rbacv1.ClusterRole{}
-		err := c.Client.Get(ctx, types.NamespacedName{Name: "olmguard-controller"}, cr)
-		return len(cr.Rules) > 0, err
-	})
-	bin := olmguardBinaries(t)
-	port, err := procs.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The configurations exist before the webhook starts, as the manifests create them; the URL
-	// stands in for the Service.
-	if err := registration.Apply(ctx, c.Client, registration.Options{Namespace: olmguard.DefaultNamespace,
-		URL: fmt.Sprintf("https://127.0.0.1:%d", port), TimeoutSeconds: registration.DefaultTimeoutSeconds}, admit.Webhooks(setup.DefaultWebhook().Admission())); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeWebhookConfigurations(t, c) })
-	// A Secret left by another test's webhook would carry other SANs; the webhook re-issues it.
-	p, err := procs.Start(bin, "webhook", "--kubeconfig="+saKubeconfig(t, c, "olmguard-webhook"), "--self-signed",
-		"--extra-sans=127.0.0.1", fmt.Sprintf("--port=%d", port))
-	webhook = track(t, p, err)
-	waitWebhookActive(t, ctx, c)
-	p, err = procs.StartController(bin, saKubeconfig(t, c, "olmguard-controller"), controllerArgs...)
-	return webhook, track(t, p, err)
+	o := install.StartAsServiceAccounts(t, ctx, c, install.Options{ControllerArgs: controllerArgs})
+	return o.Webhook, o.Controller
 }
 
 // replayThroughServiceAccounts replays every failure class through the binaries started by
