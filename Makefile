@@ -93,10 +93,11 @@ bench-realnode: binaries
 	@mkdir -p bench
 	$(TEST_ENV) OLMGUARD_MEASURE_SCALE=10 $(GO) test -count=1 -timeout 40m -v -run 'TestInstallSelfSigned/in_its_pods_under_disruption/memory' ./test/realnode/ | grep -E 'RESULT|^(--- |ok|FAIL)' | tee bench/realnode.txt
 
-## test-hostile: the hostile-tenant tier alone (issue 31); RUN=<regexp> picks tests.
+## test-hostile: the hostile-tenant tier alone (issue 31), with the webhook authenticating the
+## kube-apiserver as make test runs it (OLMGUARD_HOSTILE_CLIENT_AUTH=0: default flags); RUN=<regexp> picks tests.
 .PHONY: test-hostile
 test-hostile: binaries
-	$(TEST_ENV) $(GO) test -count=1 -timeout 20m -v -run '$(RUN)' ./test/hostile/
+	$(TEST_ENV) OLMGUARD_HOSTILE_CLIENT_AUTH=$${OLMGUARD_HOSTILE_CLIENT_AUTH:-1} $(GO) test -count=1 -timeout 20m -v -run '$(RUN)' ./test/hostile/
 
 ## test-realolm: the real-OLM tier alone (OLM's own operators, ../shared/olm; OLMGUARD_OLM_VERSION);
 ## RUN=<regexp> picks tests, e.g. make test-realolm RUN=TestF3.
