@@ -56,7 +56,7 @@ const (
 
 // olmAggregatedRoles are OLM's aggregated ClusterRoles as OLM's chart ships them
 // (operator-framework/operator-lifecycle-manager, deploy/chart/templates/
-// 0000_50_olm_09-aggregated.clusterrole.yaml, v0.46.0): `edit` (and `admin`) get create, update,
+// 0000_50_olm_09-aggregated.clusterrole.yaml, checked at master 992bb097, after v0.46.0): `edit` (and `admin`) get create, update,
 // patch and delete on Subscriptions and delete on CSVs, CatalogSources and InstallPlans; `view`
 // (and `edit`, `admin`) get read on OLM's kinds and packagemanifests. So `edit` may NOT create
 // CatalogSources or CSVs, nor update CSVs: the attacks that need that say which extra verb they
