@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
@@ -36,6 +38,17 @@ func TrimSubscription(obj any) (any, error) {
 	v := SubscriptionView(s)
 	v.ResourceVersion = s.ResourceVersion
 	return &v, nil
+}
+
+// WithSubscriptionCache sets the webhook cache's options for Subscriptions: the trimming
+// transform and the paged list (NewInformer).
+func WithSubscriptionCache(o cache.Options) cache.Options {
+	o.NewInformer = NewInformer
+	if o.ByObject == nil {
+		o.ByObject = map[client.Object]cache.ByObject{}
+	}
+	o.ByObject[&v1alpha1.Subscription{}] = cache.ByObject{Transform: TrimSubscription}
+	return o
 }
 
 // NewInformer is the webhook cache's informer constructor (cache.Options.NewInformer): for

@@ -96,8 +96,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 		// Handlers read OLM objects through the cache; managed fields are never needed. Of
 		// Subscriptions the cache keeps only the trimmed view a decision reads, and fills itself
 		// a page at a time (admit.NewInformer): a tenant decides their size.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), NewInformer: admit.NewInformer,
-			ByObject: map[client.Object]cache.ByObject{&v1alpha1.Subscription{}: {Transform: admit.TrimSubscription}}},
+		Cache: admit.WithSubscriptionCache(cache.Options{DefaultTransform: cache.TransformStripManagedFields()}),
 		WebhookServer: crwebhook.NewServer(crwebhook.Options{
 			Port:    o.Port,
 			CertDir: s.certDir,
