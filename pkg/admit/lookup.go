@@ -60,7 +60,9 @@ var pageSlots = make(chan struct{}, 2)
 
 // LiveSubscriptions lists Subscriptions from the apiserver on every call: a handler must see a
 // Subscription created the moment before the object it judges (the OLM issue #3199 window), which
-// no cache of its own can promise. It is the one Subscription read of every handler.
+// no cache of its own can promise. It is the one Subscription read of every handler. A cache
+// (Cache) may supply the spec and status of the Subscriptions the live list names, never which
+// ones exist.
 //
 // F1's guarantee rests on the read being linearizable (docs/f1-guarantee.md). The Subscription
 // #3199 leaves out of a plan was committed before OLM's resolver listed Subscriptions, so before
