@@ -60,7 +60,9 @@ var pageSlots = make(chan struct{}, 2)
 
 // LiveSubscriptions lists Subscriptions from the apiserver on every call: a handler must see a
 // Subscription created the moment before the object it judges (the OLM issue #3199 window), which
-// no cache of its own can promise. It is the one Subscription read of every handler.
+// no cache of its own can promise. It is the one Subscription read of every handler. A cache
+// (Cache) may supply the spec and status of the Subscriptions the live list names, never which
+// ones exist.
 //
 // F1's guarantee rests on the read being linearizable (docs/f1-guarantee.md). The Subscription
 // #3199 leaves out of a plan was committed before OLM's resolver listed Subscriptions, so before
@@ -84,7 +86,22 @@ type LiveSubscriptions struct {
 	PageSize     int64
 	MaxItems     int
 	MaxViewBytes int
+	// Cache, when set, holds the trimmed views of Subscriptions (TrimSubscription, NewInformer).
+	// A lookup that needs spec and status then lists the namespace's metadata (the consistent
+	// snapshot, as above) and takes from the cache each Subscription whose UID and
+	// resourceVersion match the list's; it GETs each other one (a consistent read, one whole
+	// object at a time) and trims it. Without Cache it lists whole Subscriptions in pages.
+	Cache client.Reader
+	// MaxGets bounds the Subscriptions one lookup reads whole because the cache does not hold
+	// them at the listed resourceVersion (DefaultMaxSubscriptionGets when zero); past it the
+	// lookup fails with ErrCapped.
+	MaxGets int
 }
+
+// DefaultMaxSubscriptionGets is the most Subscriptions one lookup reads whole beside the cache:
+// Subscriptions created or changed in the moment before the request, which the cache has not yet
+// received. Each is at most the apiserver's largest object, read one at a time.
+const DefaultMaxSubscriptionGets = 20
 
 // Read names of olmguard_webhook_subscription_reads_total.
 const (
@@ -114,7 +131,10 @@ func (l LiveSubscriptions) List(ctx context.Context, namespace string, metadataO
 	page := &pager{Reader: l.Reader, Namespace: namespace, First: first, What: "Subscriptions",
 		PageSize: int64(orDefaultInt(int(l.PageSize), DefaultSubscriptionPageSize)), MaxItems: orDefaultInt(l.MaxItems, DefaultMaxSubscriptions)}
 	var err error
-	if metadataOnly {
+	switch {
+	case !metadataOnly && l.Cache != nil:
+		err = l.listThroughCache(ctx, namespace, page, keep)
+	case metadataOnly:
 		err = page.list(ctx, func() client.ObjectList {
 			list := &metav1.PartialObjectMetadataList{}
 			list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.SubscriptionKind + "List"))
@@ -128,7 +148,7 @@ func (l LiveSubscriptions) List(ctx context.Context, namespace string, metadataO
 			}
 			return nil
 		})
-	} else {
+	default:
 		err = page.list(ctx, func() client.ObjectList { return &v1alpha1.SubscriptionList{} }, func(list client.ObjectList) error {
 			items := list.(*v1alpha1.SubscriptionList).Items
 			for i := range items {
@@ -144,6 +164,72 @@ func (l LiveSubscriptions) List(ctx context.Context, namespace string, metadataO
 	}
 	metrics.SubscriptionReads.WithLabelValues(l.Webhook, read).Inc()
 	return out, nil
+}
+
+// listThroughCache lists the namespace's Subscriptions as metadata and keeps, for each, the
+// cache's trimmed view when it is at the listed UID and resourceVersion, or else the trimmed view
+// of a consistent GET. A Subscription deleted between the list and its GET is left out: it no
+// longer exists when the decision is made.
+func (l LiveSubscriptions) listThroughCache(ctx context.Context, namespace string, page *pager, keep func(v1alpha1.Subscription) error) error {
+	var listed []metav1.ObjectMeta
+	err := page.list(ctx, func() client.ObjectList {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.SubscriptionKind + "List"))
+		return list
+	}, func(list client.ObjectList) error {
+		for _, m := range list.(*metav1.PartialObjectMetadataList).Items {
+			listed = append(listed, metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	gets, maxGets := 0, orDefaultInt(l.MaxGets, DefaultMaxSubscriptionGets)
+	for i := range listed {
+		m := &listed[i]
+		key := client.ObjectKey{Namespace: m.Namespace, Name: m.Name}
+		cached := &v1alpha1.Subscription{}
+		if err := l.Cache.Get(ctx, key, cached); err == nil && cached.UID == m.UID && cached.ResourceVersion == m.ResourceVersion {
+			v := SubscriptionView(cached)
+			v.DeletionTimestamp = m.DeletionTimestamp
+			if err := keep(v); err != nil {
+				return err
+			}
+			continue
+		}
+		if gets++; gets > maxGets {
+			return fmt.Errorf("%w: more than %d Subscriptions in namespace %s changed since the webhook's cache last saw them", ErrCapped, maxGets, namespace)
+		}
+		v, found, err := l.getTrimmed(ctx, key)
+		if err != nil {
+			return err
+		}
+		if found {
+			if err := keep(v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// getTrimmed reads one whole Subscription, holding a page slot, and returns its trimmed view.
+func (l LiveSubscriptions) getTrimmed(ctx context.Context, key client.ObjectKey) (v1alpha1.Subscription, bool, error) {
+	select {
+	case pageSlots <- struct{}{}:
+		defer func() { <-pageSlots }()
+	case <-ctx.Done():
+		return v1alpha1.Subscription{}, false, fmt.Errorf("waiting to read Subscription %s: %w", key, ctx.Err())
+	}
+	s := &v1alpha1.Subscription{}
+	if err := l.Reader.Get(ctx, key, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return v1alpha1.Subscription{}, false, nil
+		}
+		return v1alpha1.Subscription{}, false, err
+	}
+	return SubscriptionView(s), true, nil
 }
 
 // SubscriptionMetaView is the metadata of a Subscription a decision reads: nothing a tenant can

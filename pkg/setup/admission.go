@@ -1,12 +1,17 @@
 package setup
 
 import (
+	"context"
+	"fmt"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/mutate"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/validate"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
@@ -15,19 +20,27 @@ import (
 // Admission is olmguard's admission side, declared once: every path, the webhook configuration
 // entry the apiserver calls it through, and its handler. The server serves it, the generated
 // manifests and --register-url register it, and the tests walk it. Lookups read the apiserver
-// live (mgr.GetAPIReader): a Subscription created milliseconds before a plan must be seen, and
-// the webhook then needs no watch permission nor cache memory.
+// live (mgr.GetAPIReader): a Subscription created milliseconds before a plan must be seen.
+// Subscriptions' spec and status come from a cache of trimmed views when the consistent
+// metadata list shows the cache holds them at their current resourceVersion
+// (admit.LiveSubscriptions.Cache); the others are read one at a time.
 func (w Webhook) Admission() []admit.Endpoint {
 	create, update := admissionregistrationv1.Create, admissionregistrationv1.Update
-	subscriptions := func(mgr manager.Manager, webhook string) admit.LiveSubscriptions {
-		return admit.LiveSubscriptions{Reader: mgr.GetAPIReader(), WatchCache: !w.ConsistentSubscriptionReads, Webhook: webhook}
+	subscriptions := func(mgr manager.Manager, webhook string) (admit.LiveSubscriptions, error) {
+		// Registers the Subscription informer before the manager starts, so readiness waits
+		// for its first list (the webhook's ReadyCheck waits for the cache).
+		if _, err := mgr.GetCache().GetInformer(context.Background(), &v1alpha1.Subscription{}, cache.BlockUntilSynced(false)); err != nil {
+			return admit.LiveSubscriptions{}, fmt.Errorf("watching Subscriptions: %w", err)
+		}
+		return admit.LiveSubscriptions{Reader: mgr.GetAPIReader(), Cache: mgr.GetCache(), WatchCache: !w.ConsistentSubscriptionReads, Webhook: webhook}, nil
 	}
 	return []admit.Endpoint{
 		{ // F1: merge live Subscriptions' ownerReferences into InstallPlans.
 			Webhook: registration.Webhook{Name: "installplans.mutate.olmguard.io", Path: olmguard.MutateInstallPlansPath, Mutating: true,
 				Rules: registration.OLMRule("installplans", create, update)},
 			Handler: func(mgr manager.Manager) (admission.Handler, error) {
-				return &mutate.InstallPlanHandler{Subscriptions: subscriptions(mgr, mutate.InstallPlansWebhook)}, nil
+				subs, err := subscriptions(mgr, mutate.InstallPlansWebhook)
+				return &mutate.InstallPlanHandler{Subscriptions: subs}, err
 			},
 		},
 		{ // F3: add the cleanup finalizer to CSVs that lack it; copies own nothing.
@@ -47,9 +60,10 @@ func (w Webhook) Admission() []admit.Endpoint {
 			Webhook: registration.Webhook{Name: "subscriptions.validate.olmguard.io", Path: olmguard.ValidateSubscriptionsPath,
 				Rules: registration.OLMRule("subscriptions", create, update)},
 			Handler: func(mgr manager.Manager) (admission.Handler, error) {
-				return &validate.SubscriptionHandler{Subscriptions: subscriptions(mgr, validate.SubscriptionsWebhook),
+				subs, err := subscriptions(mgr, validate.SubscriptionsWebhook)
+				return &validate.SubscriptionHandler{Subscriptions: subs,
 					OperatorGroups: admit.LiveOperatorGroups{Reader: mgr.GetAPIReader()},
-					CatalogSources: admit.LiveCatalogSources{Reader: mgr.GetAPIReader()}, Trusted: w.TrustedCatalogs, Policies: w.Policies}, nil
+					CatalogSources: admit.LiveCatalogSources{Reader: mgr.GetAPIReader()}, Trusted: w.TrustedCatalogs, Policies: w.Policies}, err
 			},
 		},
 		{ // Catalog trust (OLM #3820): who may serve operators.
@@ -69,7 +83,8 @@ func (w Webhook) Admission() []admit.Endpoint {
 			Webhook: registration.Webhook{Name: "installplans.validate.olmguard.io", Path: olmguard.ValidateInstallPlansPath,
 				Rules: registration.OLMRule("installplans", update)},
 			Handler: func(mgr manager.Manager) (admission.Handler, error) {
-				return &validate.InstallPlanHandler{Subscriptions: subscriptions(mgr, validate.InstallPlansWebhook), Policies: w.Policies}, nil
+				subs, err := subscriptions(mgr, validate.InstallPlansWebhook)
+				return &validate.InstallPlanHandler{Subscriptions: subs, Policies: w.Policies}, err
 			},
 		},
 		{ // Only updates that remove olmguard's finalizer. No object selector on olm.copiedFrom:

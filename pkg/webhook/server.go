@@ -93,8 +93,10 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 		Scheme:                 scheme,
 		Metrics:                metricsauth.ServerOptions(o.MetricsBindAddress, o.MetricsSecure),
 		HealthProbeBindAddress: o.HealthProbeBindAddress,
-		// Handlers read OLM objects through the cache; managed fields are never needed.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Handlers read OLM objects through the cache; managed fields are never needed. Of
+		// Subscriptions the cache keeps only the trimmed view a decision reads, and fills itself
+		// a page at a time (admit.NewInformer): a tenant decides their size.
+		Cache: admit.WithSubscriptionCache(cache.Options{DefaultTransform: cache.TransformStripManagedFields()}),
 		WebhookServer: crwebhook.NewServer(crwebhook.Options{
 			Port:    o.Port,
 			CertDir: s.certDir,
