@@ -39,7 +39,8 @@ var (
 	// Nu: installed by the cluster admin in the victim's namespace; a tenant's CSV claims its CRD
 	// (item 5), and a forged review asks about its Subscription (item 3).
 	Nu = realolm.Package{Name: "nu", Versions: []string{"1.0.0"}}
-	// Xi: a tenant's own install, whose CSV carries olmguard's cleanup finalizer (item 7).
+	// Xi: a tenant's own install, whose CSV carries olmguard's cleanup finalizer (item 7); the
+	// cluster admin runs it too, in SecondVictimNamespace, so its bundled ClusterRole is shared.
 	Xi = realolm.Package{Name: "xi", Versions: []string{"1.0.0"}}
 )
 
@@ -47,6 +48,10 @@ const (
 	// VictimNamespace is the second tenant's namespace: what the cluster admin installed there
 	// must survive every attack.
 	VictimNamespace = "tenant-b"
+	// SecondVictimNamespace holds the admin's install of Xi: when OLM deletes a tenant's Xi CSV
+	// that the tenant labelled olm.copiedFrom (OLM then takes it for an orphaned copy), the
+	// ClusterRole Xi's operators share must stay for this one.
+	SecondVictimNamespace = "tenant-c"
 	// TenantPrefix starts every attacking tenant's namespace (tenant-a-<attack>): each attack runs
 	// in a namespace of its own so that the attacks can run side by side.
 	TenantPrefix = "tenant-a-"
@@ -243,6 +248,25 @@ func (e *env) installVictim(t *testing.T) {
 		e.victimUIDs = append(e.victimUIDs, string(s.UID))
 	}
 	if err := realolm.NoPlanInstalling(ctx, c, VictimNamespace); err != nil {
+		t.Fatal(err)
+	}
+	// Xi in a namespace of its own: beside Mu's Manual Subscription its plan would be Manual too.
+	if err := e.c.CreateNamespace(ctx, SecondVictimNamespace); err != nil {
+		t.Fatal(err)
+	}
+	og = &olmv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "og", Namespace: SecondVictimNamespace},
+		Spec: olmv1.OperatorGroupSpec{TargetNamespaces: []string{SecondVictimNamespace}}}
+	if err := c.Create(ctx, og); err != nil {
+		t.Fatal(err)
+	}
+	xi := realolm.NewSubscription(SecondVictimNamespace, "victim-xi", Xi, v1alpha1.ApprovalAutomatic, "")
+	if err := c.Create(ctx, xi); err != nil {
+		t.Fatal(err)
+	}
+	if err := realolm.CSVSucceeded(ctx, c, SecondVictimNamespace, Xi.CSVName("1.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := realolm.NoPlanInstalling(ctx, c, SecondVictimNamespace); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range []client.Object{newWidget(Mu, VictimNamespace, "victim-data"), newWidget(Nu, VictimNamespace, "victim-data"),

@@ -528,10 +528,12 @@ func (e *env) attackCatalogLabel(t *testing.T) {
 // olm.copiedFrom (as OLM labels its copies, which the finalizer guard lets go) and removes the
 // finalizer, in two updates and in one. The guard (--policy-cleanup-finalizer, enforce by default)
 // must deny the removal, or the mutating webhook put the finalizer back: either way the CSV keeps
-// it. The label names the CSV's own namespace, so OLM does not take
-// the CSV for a dangling copy.
+// it. OLM may still take the labelled CSV for a dangling copy and delete it: the ClusterRole Xi's
+// operators share stays for the admin's install in SecondVictimNamespace (the snapshot), since a
+// CSV counts as a copy for olmguard's shared-object rule only by OLM's status.reason Copied.
 // Fails before the fix: both removals were allowed (the guard judged only the new object, which
-// carried olm.copiedFrom).
+// carried olm.copiedFrom); and with the guard fixed alone, xi-bundled-reader was deleted once OLM
+// had removed the tenants' labelled CSVs, while the admin's Xi still ran.
 func (e *env) attackCopiedFrom(t *testing.T) {
 	t.Parallel()
 	for _, oneUpdate := range []bool{false, true} {
