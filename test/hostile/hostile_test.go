@@ -532,8 +532,7 @@ func (e *env) attackCatalogLabel(t *testing.T) {
 // operators share stays for the admin's install in SecondVictimNamespace (the snapshot), since a
 // CSV counts as a copy for olmguard's shared-object rule only by OLM's status.reason Copied.
 // Fails before the fix: both removals were allowed (the guard judged only the new object, which
-// carried olm.copiedFrom); and with the guard fixed alone, xi-bundled-reader was deleted once OLM
-// had removed the tenants' labelled CSVs, while the admin's Xi still ran.
+// carried olm.copiedFrom).
 func (e *env) attackCopiedFrom(t *testing.T) {
 	t.Parallel()
 	for _, oneUpdate := range []bool{false, true} {
