@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +26,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/olmguard/olmguard/certs"
 	"github.com/olmguard/olmguard/internal/tlsconfig/tlstest"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -189,5 +192,100 @@ func TestClientAuthThroughAPIServer(t *testing.T) {
 				t.Errorf("refused (unauthenticated) rose by %v, want 1", got)
 			}
 		})
+	}
+}
+
+// TestClientAuthCertDir: client authentication in --cert-dir mode, and a client CA file replaced
+// in place (a mounted ConfigMap updated) is used from the next call on, without a restart.
+func TestClientAuthCertDir(t *testing.T) {
+	env := testenv.Shared(t)
+	spec := certs.Spec{
+		ServiceName: olmguard.WebhookServiceName, Namespace: olmguard.DefaultNamespace,
+		ExtraIPs: []net.IP{net.ParseIP("127.0.0.1")}, CADuration: time.Hour, CertDuration: time.Hour,
+	}
+	serving, err := certs.NewBundle(spec, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir, tmp := t.TempDir(), t.TempDir()
+	if err := certs.WriteFiles(certDir, serving); err != nil {
+		t.Fatal(err)
+	}
+	a, b := tlstest.NewCA(t, "client-ca-a"), tlstest.NewCA(t, "client-ca-b")
+	caFile := filepath.Join(tmp, "ca.crt")
+	if err := os.WriteFile(caFile, a.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, healthPort := testenv.FreePort(t), testenv.FreePort(t)
+	rec := &recorder{}
+	o := webhook.DefaultOptions()
+	o.CertDir = certDir
+	o.Port = port
+	o.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", healthPort)
+	o.MetricsBindAddress = "0"
+	o.ClientCAFile = caFile
+	o.ClientCNNames = []string{"kube-apiserver", "apiserver-b"}
+	o.Endpoints = rec.endpoints()
+	s, err := webhook.New(env.Config, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, s, healthPort)
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(serving.CACert)
+	ip := installPlan("tenant")
+	raw, _ := json.Marshal(ip)
+	review, _ := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: "r", Kind: metav1.GroupVersionKind{Group: "operators.coreos.com", Version: "v1alpha1", Kind: "InstallPlan"},
+			Resource:  metav1.GroupVersionResource{Group: "operators.coreos.com", Version: "v1alpha1", Resource: "installplans"},
+			Namespace: ip.Namespace, Name: ip.Name, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
+		},
+	})
+	status := func(cert *tlstest.Client) int {
+		t.Helper()
+		cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+		if cert != nil {
+			cfg.Certificates = []tls.Certificate{cert.TLS}
+		}
+		hc := &http.Client{Timeout: testenv.Patience, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
+		resp, err := hc.Post(fmt.Sprintf("https://127.0.0.1:%d%s", port, olmguard.MutateInstallPlansPath), "application/json", bytes.NewReader(review))
+		if err != nil {
+			t.Fatalf("POST: %v", err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name string
+		cert *tlstest.Client
+		want int
+	}{
+		{"CA a, kube-apiserver", a.Issue(t, "kube-apiserver", time.Time{}), http.StatusOK},
+		{"CA a, the second name", a.Issue(t, "apiserver-b", time.Time{}), http.StatusOK},
+		{"CA a, another name", a.Issue(t, "tenant", time.Time{}), http.StatusForbidden},
+		{"CA b, kube-apiserver", b.Issue(t, "kube-apiserver", time.Time{}), http.StatusForbidden},
+		{"no certificate", nil, http.StatusForbidden},
+	} {
+		if got := status(tc.cert); got != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.name, got, tc.want)
+		}
+	}
+
+	// The CA file now holds CA b (explicit times: both writes may fall in one timestamp tick).
+	if err := os.WriteFile(caFile, b.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(caFile, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(b.Issue(t, "kube-apiserver", time.Time{})); got != http.StatusOK {
+		t.Errorf("CA b after the file changed: status %d, want 200", got)
+	}
+	if got := status(a.Issue(t, "kube-apiserver", time.Time{})); got != http.StatusForbidden {
+		t.Errorf("CA a after the file changed: status %d, want 403", got)
 	}
 }
