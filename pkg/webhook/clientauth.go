@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/olmguard/olmguard/internal/tlsconfig"
@@ -45,29 +44,29 @@ func refuseUnauthenticated(w http.ResponseWriter, r *http.Request, why string) {
 	http.Error(w, "forbidden: a client certificate from the webhook's client CA with an allowed CommonName is required", http.StatusForbidden)
 }
 
-// inflightLimit answers 429 at once, without admission logic, when max requests are already
+// inflightLimiter answers 429 at once, without admission logic, when max requests are already
 // being handled (max <= 0: no limit). The kube-apiserver takes the 429 as a failed call and
 // applies the webhook's failurePolicy: with Ignore (the default) the object is admitted without
-// olmguard's answer, as when olmguard is down, and the controller repairs what it can.
+// olmguard's answer, as when olmguard is down, and the controller repairs what it can. No
+// Retry-After header: with one, the kube-apiserver's client (client-go) waits and retries, and
+// under a flood every OLM write would wait out the webhook's timeout instead of failing fast.
 // The returned middleware shares one count among every handler it wraps.
 func inflightLimiter(max int) func(http.Handler) http.Handler {
 	if max <= 0 {
 		return func(next http.Handler) http.Handler { return next }
 	}
 	slots := make(chan struct{}, max)
-	retry := strconv.Itoa(1)
 	return func(next http.Handler) http.Handler {
-		return inflightHandler(slots, retry, next)
+		return inflightHandler(slots, next)
 	}
 }
 
-func inflightHandler(slots chan struct{}, retry string, next http.Handler) http.Handler {
+func inflightHandler(slots chan struct{}, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case slots <- struct{}{}:
 		default:
 			metrics.WebhookRequestsRefused.WithLabelValues(RefusedOverloaded).Inc()
-			w.Header().Set("Retry-After", retry)
 			http.Error(w, "too many admission requests in flight", http.StatusTooManyRequests)
 			return
 		}

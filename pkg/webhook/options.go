@@ -71,9 +71,9 @@ type Options struct {
 	CertRecheckInterval time.Duration
 }
 
-// DefaultMaxInflightRequests is --max-inflight-requests' default: far above what the
-// kube-apiserver sends at once to two replicas in olmguard's measurements, low enough that a
-// flood of calls cannot make a replica hold more than that many reviews and lookups in memory.
+// DefaultMaxInflightRequests is --max-inflight-requests' default: room for bursts of OLM's
+// writes (each review is answered in milliseconds), low enough that a flood of calls cannot make
+// a replica hold more than that many reviews and lookups in memory at once.
 const DefaultMaxInflightRequests = 64
 
 // DefaultOptions returns the flag defaults.
