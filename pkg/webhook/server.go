@@ -130,6 +130,9 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	// Both series exist from the start, at 0, for alerts on their rate.
+	metrics.WebhookRequestsRefused.WithLabelValues(RefusedUnauthenticated)
+	metrics.WebhookRequestsRefused.WithLabelValues(RefusedOverloaded)
 	// Every admission path: unauthenticated calls refused first, then the in-flight cap (one for
 	// all paths), then the review's checks and the handler.
 	limit := inflightLimiter(o.MaxInflightRequests)
