@@ -112,9 +112,16 @@ func TestClientAuthThroughAPIServer(t *testing.T) {
 	}
 	started(t, s, healthPort)
 
+	refused := metrics.WebhookRequestsRefused.WithLabelValues(webhook.RefusedUnauthenticated)
 	t.Run("the apiserver's calls are answered", func(t *testing.T) {
 		// The apiserver applies new webhook configurations a moment after they are written:
 		// create plans until one is mutated. Every create succeeds (failurePolicy Ignore).
+		before := testutil.ToFloat64(refused)
+		defer func() {
+			if got := testutil.ToFloat64(refused) - before; got != 0 {
+				t.Errorf("%v of the apiserver's calls were refused", got)
+			}
+		}()
 		deadline := time.Now().Add(testenv.Patience)
 		for {
 			ip := installPlan("victim")
@@ -152,7 +159,6 @@ func TestClientAuthThroughAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := metrics.WebhookRequestsRefused.WithLabelValues(webhook.RefusedUnauthenticated)
 	for _, tc := range []struct {
 		name  string
 		certs []tls.Certificate
