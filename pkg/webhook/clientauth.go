@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/olmguard/olmguard/internal/tlsconfig"
@@ -44,33 +45,70 @@ func refuseUnauthenticated(w http.ResponseWriter, r *http.Request, why string) {
 	http.Error(w, "forbidden: a client certificate from the webhook's client CA with an allowed CommonName is required", http.StatusForbidden)
 }
 
-// inflightLimiter answers 429 at once, without admission logic, when max requests are already
-// being handled (max <= 0: no limit). The kube-apiserver takes the 429 as a failed call and
-// applies the webhook's failurePolicy: with Ignore (the default) the object is admitted without
-// olmguard's answer, as when olmguard is down, and the controller repairs what it can. No
-// Retry-After header: with one, the kube-apiserver's client (client-go) waits and retries, and
+// maxInflightBodyBytes bounds the review bodies a replica holds at once when
+// --max-inflight-requests is on: 64 calls of controller-runtime's largest body (7 MiB) would be
+// far above the webhook's 128 MiB memory limit. A call counts for its Content-Length (net/http
+// reads no more), or for maxReviewBytes without one; the kube-apiserver always sends one.
+const maxInflightBodyBytes = 24 << 20
+
+// inflightLimiter answers 429 at once, without admission logic and without reading the body,
+// when max requests are already being handled or their bodies would exceed
+// maxInflightBodyBytes (max <= 0: no limit). The kube-apiserver takes the 429 as a failed call
+// and applies the webhook's failurePolicy: with Ignore (the default) the object is admitted
+// without olmguard's answer, as when olmguard is down, and the controller repairs what it can.
+// No Retry-After header: with one, the kube-apiserver's client (client-go) waits and retries, and
 // under a flood every OLM write would wait out the webhook's timeout instead of failing fast.
 // The returned middleware shares one count among every handler it wraps.
 func inflightLimiter(max int) func(http.Handler) http.Handler {
-	if max <= 0 {
-		return func(next http.Handler) http.Handler { return next }
-	}
-	slots := make(chan struct{}, max)
-	return func(next http.Handler) http.Handler {
-		return inflightHandler(slots, next)
-	}
+	return newInflight(max, maxInflightBodyBytes).wrap
 }
 
-func inflightHandler(slots chan struct{}, next http.Handler) http.Handler {
+type inflight struct {
+	max      int
+	maxBytes int64
+
+	mu    sync.Mutex
+	calls int
+	bytes int64
+}
+
+func newInflight(max int, maxBytes int64) *inflight { return &inflight{max: max, maxBytes: maxBytes} }
+
+// acquire reserves one call with a body of n bytes; release gives them back.
+func (l *inflight) acquire(n int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// One call is always let through when none is in flight, whatever its size.
+	if l.calls >= l.max || (l.calls > 0 && l.bytes+n > l.maxBytes) {
+		return false
+	}
+	l.calls++
+	l.bytes += n
+	return true
+}
+
+func (l *inflight) release(n int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls--
+	l.bytes -= n
+}
+
+func (l *inflight) wrap(next http.Handler) http.Handler {
+	if l.max <= 0 {
+		return next
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case slots <- struct{}{}:
-		default:
+		n := r.ContentLength
+		if n < 0 || n > maxReviewBytes {
+			n = maxReviewBytes
+		}
+		if !l.acquire(n) {
 			metrics.WebhookRequestsRefused.WithLabelValues(RefusedOverloaded).Inc()
 			http.Error(w, "too many admission requests in flight", http.StatusTooManyRequests)
 			return
 		}
-		defer func() { <-slots }()
+		defer l.release(n)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -117,3 +117,52 @@ func TestInflightLimit(t *testing.T) {
 		t.Error("--max-inflight-requests=0 refused a call")
 	}
 }
+
+// TestInflightBodyBytes: past the body budget a call is refused even with call slots free; a call
+// without a Content-Length counts as the largest body; the first call always passes.
+func TestInflightBodyBytes(t *testing.T) {
+	l := newInflight(10, 100)
+	for _, step := range []struct {
+		n    int64
+		want bool
+	}{
+		{1000, true}, // alone: let through whatever its size
+		{1, false},
+	} {
+		if got := l.acquire(step.n); got != step.want {
+			t.Fatalf("acquire(%d) = %v, want %v", step.n, got, step.want)
+		}
+	}
+	l.release(1000)
+	for _, step := range []struct {
+		n    int64
+		want bool
+	}{{60, true}, {50, false}, {40, true}, {1, false}} {
+		if got := l.acquire(step.n); got != step.want {
+			t.Errorf("acquire(%d) with %d bytes held = %v, want %v", step.n, l.bytes, got, step.want)
+		}
+	}
+
+	// Through the handler: a held call of 20 MiB leaves no room for one without a length.
+	block, release := make(chan struct{}), make(chan struct{})
+	h := newInflight(64, maxInflightBodyBytes).wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		block <- struct{}{}
+		<-release
+	}))
+	big := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(""))
+	big.ContentLength = 20 << 20
+	go h.ServeHTTP(httptest.NewRecorder(), big)
+	<-block
+	unknown := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(""))
+	unknown.ContentLength = -1
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, unknown)
+	if w.Code != http.StatusTooManyRequests {
+		t.Errorf("a call without a length beside 20 MiB held: status %d, want 429", w.Code)
+	}
+	small := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(""))
+	small.ContentLength = 1 << 20
+	go h.ServeHTTP(httptest.NewRecorder(), small)
+	<-block // a 1 MiB call still fits
+	close(release)
+}

@@ -116,7 +116,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ShutdownDrain, "shutdown-drain", o.ShutdownDrain, "after SIGTERM, how long the server keeps answering reviews while closing every connection after its answer, so that the kube-apiserver moves its kept-alive connections to another replica before this one stops (0: stop at once)")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle: when set, every admission call must present a TLS client certificate from this CA with an allowed CommonName (--client-cn-names), or is refused with 403 before any admission logic; re-read when the file changes (docs/webhook-auth.md)")
 	fs.Var((*nameList)(&o.ClientCNNames), "client-cn-names", "comma-separated CommonNames a client certificate may carry with --client-ca-file; an empty value accepts any client certificate the CA issued (only for a CA that issues nothing else)")
-	fs.IntVar(&o.MaxInflightRequests, "max-inflight-requests", o.MaxInflightRequests, "admission calls handled at once; more are answered 429 at once, which the kube-apiserver treats as a failed call (failurePolicy Ignore: admitted without olmguard's answer) (0: no cap)")
+	fs.IntVar(&o.MaxInflightRequests, "max-inflight-requests", o.MaxInflightRequests, "admission calls handled at once (their review bodies also at most 24 MiB together); more are answered 429 at once, which the kube-apiserver treats as a failed call (failurePolicy Ignore: admitted without olmguard's answer) (0: no cap)")
 	fs.StringVar(&o.RegisterURL, "register-url", o.RegisterURL, "base URL the apiserver calls (e.g. https://127.0.0.1:9443); when set, the server creates or updates olmguard's webhook configurations itself")
 }
 
