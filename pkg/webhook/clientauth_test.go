@@ -143,26 +143,32 @@ func TestInflightBodyBytes(t *testing.T) {
 		}
 	}
 
-	// Through the handler: a held call of 20 MiB leaves no room for one without a length.
-	block, release := make(chan struct{}), make(chan struct{})
-	h := newInflight(64, maxInflightBodyBytes).wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		block <- struct{}{}
+	// Through the handler: three held calls of 7 MiB (a larger length counts as 7 MiB, the most
+	// that is read) leave no room for one without a length, and room for 1 MiB.
+	lim := newInflight(64, maxInflightBodyBytes)
+	entered, release := make(chan struct{}, 3), make(chan struct{})
+	holder := lim.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		entered <- struct{}{}
 		<-release
 	}))
-	big := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(""))
-	big.ContentLength = 20 << 20
-	go h.ServeHTTP(httptest.NewRecorder(), big)
-	<-block
-	unknown := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(""))
-	unknown.ContentLength = -1
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, unknown)
-	if w.Code != http.StatusTooManyRequests {
-		t.Errorf("a call without a length beside 20 MiB held: status %d, want 429", w.Code)
+	defer close(release)
+	for _, n := range []int64{maxReviewBytes, maxReviewBytes, 20 << 20} {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(""))
+		r.ContentLength = n
+		go holder.ServeHTTP(httptest.NewRecorder(), r)
+		<-entered
 	}
-	small := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(""))
-	small.ContentLength = 1 << 20
-	go h.ServeHTTP(httptest.NewRecorder(), small)
-	<-block // a 1 MiB call still fits
-	close(release)
+	probe := lim.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, tc := range []struct {
+		length int64
+		want   int
+	}{{-1, http.StatusTooManyRequests}, {4 << 20, http.StatusTooManyRequests}, {1 << 20, http.StatusOK}} {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(""))
+		r.ContentLength = tc.length
+		w := httptest.NewRecorder()
+		probe.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("Content-Length %d beside 21 MiB held: status %d, want %d", tc.length, w.Code, tc.want)
+		}
+	}
 }
