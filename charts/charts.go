@@ -114,6 +114,27 @@ func (o Options) withDefaults() Options {
 // output (after Helm's own checks), keyed by its file name under templates/, e.g. "webhook.yaml".
 // Templates that render nothing are left out.
 func Templates(ch *chart.Chart, o Options) (map[string]string, error) {
+	rel, err := dryRun(ch, o)
+	if err != nil {
+		return nil, err
+	}
+	return splitManifest(rel.Manifest, ch.Name())
+}
+
+// Notes renders ch as Templates does and returns what Helm prints after an install
+// (templates/NOTES.txt); without a cluster, lookup finds nothing.
+func Notes(ch *chart.Chart, o Options) (string, error) {
+	rel, err := dryRun(ch, o)
+	if err != nil {
+		return "", err
+	}
+	if rel.Info == nil {
+		return "", nil
+	}
+	return rel.Info.Notes, nil
+}
+
+func dryRun(ch *chart.Chart, o Options) (*release.Release, error) {
 	o = o.withDefaults()
 	install := action.NewInstall(action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler)))
 	install.DryRunStrategy = action.DryRunClient
@@ -136,7 +157,7 @@ func Templates(ch *chart.Chart, o Options) (map[string]string, error) {
 	if !ok {
 		return nil, fmt.Errorf("rendering chart %s: unexpected release type %T", ch.Name(), r)
 	}
-	return splitManifest(rel.Manifest, ch.Name())
+	return rel, nil
 }
 
 var sourceLine = regexp.MustCompile(`(?m)^# Source: (\S+)\n`)

@@ -17,6 +17,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -430,6 +431,16 @@ func TestExamples(t *testing.T) {
 				t.Error("the PrometheusRule has no alerts")
 			}
 		},
+		"client-auth.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
+			opts, _ := parseWebhook(t, args(t, objs, "olmguard-webhook"))
+			if opts.ClientCAFile != "/etc/olmguard/client-ca/ca.crt" || !slices.Equal(opts.ClientCNNames, []string{"kube-apiserver"}) {
+				t.Errorf("--client-ca-file %q, --client-cn-names %v", opts.ClientCAFile, opts.ClientCNNames)
+			}
+			np := typed[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "olmguard-webhook")
+			if from := np.Spec.Ingress[0].From; len(from) != 1 || from[0].IPBlock == nil || from[0].IPBlock.CIDR != "10.0.0.0/24" {
+				t.Errorf("webhook port open to %+v", from)
+			}
+		},
 		"small.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
 			for _, kind := range []string{"PodDisruptionBudget", "NetworkPolicy"} {
 				if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind }) {
@@ -522,6 +533,14 @@ func TestSchemaRejects(t *testing.T) {
 		{"alert label not a Prometheus label", `{prometheusRule: {alertLabels: {team-name: platform}}}`, []string{"/prometheusRule/alertLabels", "team-name"}},
 		{"alert label not a string", `{prometheusRule: {alertLabels: {tier: 1}}}`, []string{"/prometheusRule/alertLabels/tier", "string"}},
 		{"PrometheusRule switch not a boolean", `{prometheusRule: {enabled: "yes"}}`, []string{"/prometheusRule/enabled", "boolean"}},
+		{"a webhook CIDR that is an address", `{networkPolicy: {webhookIngressCIDRs: [10.0.0.1]}}`, []string{"/networkPolicy/webhookIngressCIDRs/0"}},
+		{"a webhook CIDR with a bad prefix", `{networkPolicy: {webhookIngressCIDRs: [10.0.0.0/33]}}`, []string{"/networkPolicy/webhookIngressCIDRs/0"}},
+		{"a webhook CIDR of words", `{networkPolicy: {webhookIngressCIDRs: [control-plane]}}`, []string{"/networkPolicy/webhookIngressCIDRs/0"}},
+		{"client auth without a CA", `{webhook: {clientAuth: {enabled: true}}}`, []string{"/webhook/clientAuth"}},
+		{"client auth CA of another kind", `{webhook: {clientAuth: {enabled: true, caSource: {kind: File, name: ca}}}}`, []string{"/webhook/clientAuth/caSource/kind", "'ConfigMap', 'Secret'"}},
+		{"a CommonName with a comma", `{webhook: {clientAuth: {commonNames: ["a,b"]}}}`, []string{"/webhook/clientAuth/commonNames/0"}},
+		{"negative in-flight cap", `{webhook: {maxInflightRequests: -1}}`, []string{"/webhook/maxInflightRequests", "minimum"}},
+		{"shared namespace switch not a boolean", `{allowSharedNamespace: "yes"}`, []string{"/allowSharedNamespace", "boolean"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := map[string]any{}

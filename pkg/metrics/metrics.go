@@ -14,6 +14,14 @@ var (
 		Name: "olmguard_webhook_requests_total",
 		Help: "Admission requests answered by olmguard, by path and result (allowed, patched, denied, error).",
 	}, []string{"path", "result"})
+	// WebhookRequestsRefused counts admission calls refused before any admission logic ran, by
+	// reason: unauthenticated (no client certificate from --client-ca-file with an allowed
+	// CommonName) or overloaded (--max-inflight-requests reached; the kube-apiserver applies the
+	// failurePolicy).
+	WebhookRequestsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_webhook_requests_refused_total",
+		Help: "Admission calls refused before any admission logic ran, by reason (unauthenticated: no allowed client certificate; overloaded: --max-inflight-requests reached).",
+	}, []string{"reason"})
 	// WebhookCertificateExpiry is the serving certificate's NotAfter.
 	WebhookCertificateExpiry = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "olmguard_webhook_certificate_expiration_timestamp_seconds",
@@ -142,7 +150,7 @@ var (
 // Collectors returns every metric above, as registered: the alert rules' test
 // (charts/alerts_test.go) checks each metric an alert reads against them.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{WebhookRequests, WebhookCertificateExpiry, Mutations, LookupErrors, ReadsCapped, SubscriptionReads, PolicyViolations, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
+	return []prometheus.Collector{WebhookRequests, WebhookRequestsRefused, WebhookCertificateExpiry, Mutations, LookupErrors, ReadsCapped, SubscriptionReads, PolicyViolations, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
 		UnpackJobRepairs, UnpackFailedJobsRemoved, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting,
 		AuditFindings, AuditRuns, AuditLastSuccess, AuditInterval, AuditSkippedChecks}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/olmguard/olmguard/certs"
+	"github.com/olmguard/olmguard/internal/tlsconfig"
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
@@ -48,6 +49,18 @@ type Options struct {
 	// RegisterTimeoutSeconds is the timeoutSeconds of the configurations RegisterURL registers
 	// (0: registration.DefaultTimeoutSeconds).
 	RegisterTimeoutSeconds int32
+	// ClientCAFile, when set, is a PEM CA bundle: every call to the admission paths must present a
+	// TLS client certificate that chains to it, for client authentication, or is refused with
+	// 403 before any admission logic runs. Re-read when the file changes.
+	ClientCAFile string
+	// ClientCNNames are the CommonNames a client certificate may carry with ClientCAFile
+	// (default kube-apiserver). Empty: any certificate the CA issued for client authentication,
+	// which is right only for a CA that issues nothing but the kube-apiserver's webhook client
+	// certificates.
+	ClientCNNames []string
+	// MaxInflightRequests caps the admission calls handled at once; one more is answered 429 at
+	// once (0: no cap).
+	MaxInflightRequests int
 	// ShutdownDrain is how long the server keeps answering after it is told to stop, closing
 	// each connection after its answer, before it stops serving (drain.go).
 	ShutdownDrain time.Duration
@@ -57,6 +70,11 @@ type Options struct {
 	// CertRecheckInterval overrides how often a self-signed bundle is re-checked (tests).
 	CertRecheckInterval time.Duration
 }
+
+// DefaultMaxInflightRequests is --max-inflight-requests' default: room for bursts of OLM's
+// writes (each review is answered in milliseconds), low enough that a flood of calls cannot make
+// a replica hold more than that many reviews and lookups in memory at once.
+const DefaultMaxInflightRequests = 64
 
 // DefaultOptions returns the flag defaults.
 func DefaultOptions() Options {
@@ -70,6 +88,8 @@ func DefaultOptions() Options {
 		SelfSignedCADuration:   certs.DefaultCADuration,
 		SelfSignedCertDuration: certs.DefaultCertDuration,
 		ShutdownDrain:          DefaultShutdownDrain,
+		ClientCNNames:          []string{tlsconfig.DefaultClientCommonName},
+		MaxInflightRequests:    DefaultMaxInflightRequests,
 	}
 }
 
@@ -94,6 +114,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&o.ShutdownDrain, "shutdown-drain", o.ShutdownDrain, "after SIGTERM, how long the server keeps answering reviews while closing every connection after its answer, so that the kube-apiserver moves its kept-alive connections to another replica before this one stops (0: stop at once)")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle: when set, every admission call must present a TLS client certificate from this CA with an allowed CommonName (--client-cn-names), or is refused with 403 before any admission logic; re-read when the file changes (docs/webhook-auth.md)")
+	fs.Var((*nameList)(&o.ClientCNNames), "client-cn-names", "comma-separated CommonNames a client certificate may carry with --client-ca-file; an empty value accepts any client certificate the CA issued (only for a CA that issues nothing else)")
+	fs.IntVar(&o.MaxInflightRequests, "max-inflight-requests", o.MaxInflightRequests, "admission calls handled at once (their review bodies also at most 24 MiB together); more are answered 429 at once, which the kube-apiserver treats as a failed call (failurePolicy Ignore: admitted without olmguard's answer) (0: no cap)")
 	fs.StringVar(&o.RegisterURL, "register-url", o.RegisterURL, "base URL the apiserver calls (e.g. https://127.0.0.1:9443); when set, the server creates or updates olmguard's webhook configurations itself")
 }
 
@@ -131,6 +154,14 @@ func (o *Options) Validate() error {
 	for _, san := range o.ExtraSANs {
 		if net.ParseIP(san) == nil && len(validation.IsDNS1123Subdomain(san)) > 0 {
 			return fmt.Errorf("--extra-sans: %q is neither an IP nor a DNS name", san)
+		}
+	}
+	if o.MaxInflightRequests < 0 {
+		return fmt.Errorf("--max-inflight-requests %d is negative (0: no cap)", o.MaxInflightRequests)
+	}
+	for _, cn := range o.ClientCNNames {
+		if strings.ContainsFunc(cn, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return fmt.Errorf("--client-cn-names: %q holds a control character", cn)
 		}
 	}
 	if o.RegisterURL != "" {
@@ -198,4 +229,20 @@ func (o *Options) certSpec() certs.Spec {
 		}
 	}
 	return s
+}
+
+// nameList is a comma-separated flag value that replaces the list (an empty value: an empty list).
+type nameList []string
+
+func (l *nameList) String() string { return strings.Join(*l, ",") }
+
+func (l *nameList) Set(s string) error {
+	names := []string{}
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			names = append(names, v)
+		}
+	}
+	*l = names
+	return nil
 }

@@ -23,6 +23,7 @@ func TestDefaultOptionsFromFlags(t *testing.T) {
 		"port": "9443", "health-probe-bind-address": ":8081", "metrics-bind-address": ":8080",
 		"namespace": "olmguard-system", "service-name": "olmguard-webhook", "self-signed": "false",
 		"cert-dir": "", "register-url": "", "shutdown-drain": "3s",
+		"client-ca-file": "", "client-cn-names": "kube-apiserver", "max-inflight-requests": "64",
 	} {
 		f := fs.Lookup(name)
 		if f == nil {
@@ -38,6 +39,15 @@ func TestDefaultOptionsFromFlags(t *testing.T) {
 	}
 	if want := []string{"a.example", "10.0.0.1", "b.example"}; !slices.Equal(o.ExtraSANs, want) {
 		t.Errorf("ExtraSANs = %v, want %v", o.ExtraSANs, want)
+	}
+	// --client-cn-names replaces the default; an empty value allows any CommonName.
+	for arg, want := range map[string][]string{"a, b,,c": {"a", "b", "c"}, "": {}, "kube-apiserver": {"kube-apiserver"}} {
+		if err := fs.Parse([]string{"--client-cn-names=" + arg}); err != nil {
+			t.Fatal(err)
+		}
+		if o.ClientCNNames == nil || !slices.Equal(o.ClientCNNames, want) {
+			t.Errorf("--client-cn-names=%q: %#v, want %#v", arg, o.ClientCNNames, want)
+		}
 	}
 }
 
@@ -74,6 +84,10 @@ func TestOptionsValidate(t *testing.T) {
 		"bad extra SAN":             {func(o *Options) { o.ExtraSANs = []string{"not a name"} }, false},
 		"cert longer than CA":       {func(o *Options) { o.SelfSignedCertDuration = o.SelfSignedCADuration + time.Hour }, false},
 		"tiny CA":                   {func(o *Options) { o.SelfSignedCADuration = time.Second }, false},
+		"no in-flight cap":          {func(o *Options) { o.MaxInflightRequests = 0 }, true},
+		"negative in-flight cap":    {func(o *Options) { o.MaxInflightRequests = -1 }, false},
+		"client CA, any name":       {func(o *Options) { o.ClientCAFile, o.ClientCNNames = "/ca.crt", []string{} }, true},
+		"control character in CN":   {func(o *Options) { o.ClientCAFile, o.ClientCNNames = "/ca.crt", []string{"kube\x1b[2J"} }, false},
 		"durations ignored w/o -ss": {func(o *Options) { o.SelfSigned, o.CertDir, o.SelfSignedCADuration = false, "/c", 0 }, true},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -82,7 +82,17 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
+	var clientCAs *tlsconfig.ClientCAs
+	if o.ClientCAFile != "" {
+		if clientCAs, err = tlsconfig.LoadClientCAs(o.ClientCAFile); err != nil {
+			return nil, fmt.Errorf("--client-ca-file: %w", err)
+		}
+	}
 	s := &Server{opts: o, certDir: o.CertDir}
+	tlsOpts := []func(*tls.Config){tlsconfig.Harden, func(c *tls.Config) { c.GetCertificate = s.getCertificate }}
+	if clientCAs != nil {
+		tlsOpts = append(tlsOpts, tlsconfig.RequestClientCert)
+	}
 	if s.certDir == "" { // only with --self-signed (Validate)
 		if s.certDir, err = os.MkdirTemp("", "olmguard-webhook-certs-"); err != nil {
 			return nil, fmt.Errorf("creating a certificate directory: %w", err)
@@ -100,7 +110,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 		WebhookServer: crwebhook.NewServer(crwebhook.Options{
 			Port:    o.Port,
 			CertDir: s.certDir,
-			TLSOpts: []func(*tls.Config){tlsconfig.Harden, func(c *tls.Config) { c.GetCertificate = s.getCertificate }},
+			TLSOpts: tlsOpts,
 		}),
 	})
 	if err != nil {
@@ -122,13 +132,26 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	// Both series exist from the start, at 0, for alerts on their rate.
+	metrics.WebhookRequestsRefused.WithLabelValues(RefusedUnauthenticated)
+	metrics.WebhookRequestsRefused.WithLabelValues(RefusedOverloaded)
+	// Every admission path: unauthenticated calls refused first, then the in-flight cap (one for
+	// all paths), then the review's checks and the handler.
+	limit := inflightLimiter(o.MaxInflightRequests)
+	guard := func(next http.Handler) http.Handler {
+		next = limit(next)
+		if clientCAs != nil {
+			next = clientAuth(clientCAs, o.ClientCNNames, next)
+		}
+		return next
+	}
 	for _, e := range o.Endpoints {
 		h, err := e.Handler(mgr)
 		if err != nil {
 			s.cleanup()
 			return nil, fmt.Errorf("building the handler of %s: %w", e.Path, err)
 		}
-		mgr.GetWebhookServer().Register(e.Path, s.drain.wrap(reviewGuard(&crwebhook.Admission{Handler: admit.Serve(e.Path, h)})))
+		mgr.GetWebhookServer().Register(e.Path, s.drain.wrap(guard(reviewGuard(&crwebhook.Admission{Handler: admit.Serve(e.Path, h)}))))
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		s.cleanup()

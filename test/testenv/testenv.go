@@ -87,6 +87,12 @@ const (
 // gives each process 20 s to start, the default namespace 5 s to appear (not configurable) and the
 // CRDs 10 s to be served, which a busy machine can exceed.
 func StartWith(dir string, defs []*apiextensionsv1.CustomResourceDefinition) (*Env, error) {
+	return StartConfigured(dir, defs, nil)
+}
+
+// StartConfigured is StartWith with configure (when not nil) called on the kube-apiserver before
+// it starts, e.g. to pass it flags through Configure().
+func StartConfigured(dir string, defs []*apiextensionsv1.CustomResourceDefinition, configure func(*envtest.APIServer)) (*Env, error) {
 	if defs == nil {
 		var err error
 		if defs, err = CRDs(); err != nil {
@@ -96,6 +102,9 @@ func StartWith(dir string, defs []*apiextensionsv1.CustomResourceDefinition) (*E
 	plane := &envtest.ControlPlane{
 		Etcd:      &envtest.Etcd{Path: filepath.Join(dir, "etcd"), StartTimeout: StartTimeout, StopTimeout: StopTimeout},
 		APIServer: &envtest.APIServer{Path: filepath.Join(dir, "kube-apiserver"), StartTimeout: StartTimeout, StopTimeout: StopTimeout},
+	}
+	if configure != nil {
+		configure(plane.APIServer)
 	}
 	// As the Environment does: a start can fail on a port taken in between by another process.
 	var err error

@@ -131,3 +131,19 @@ else the enabled ones.
 {{- if not $on }}{{ fail "controller.reconcilers: enable at least one reconciler" }}{{ end -}}
 {{- if lt (len $on) (len $r) }}{{ join "," (sortAlpha $on) }}{{ end -}}
 {{- end }}
+
+{{/*
+The namespaces olmguard refuses to share unless allowSharedNamespace is true: Kubernetes' own and
+OLM's. olmguard's Roles, NetworkPolicy and webhook exclusions there would reach other workloads
+(the release namespace is never sent to the webhook, so OLM's own writes there would go unguarded).
+*/}}
+{{- define "olmguard.sharedNamespaces" -}}
+{{ list "kube-system" "kube-public" "kube-node-lease" "olm" "operator-lifecycle-manager" "openshift-operator-lifecycle-manager" "openshift-marketplace" "openshift-operators" "operators" | toJson }}
+{{- end }}
+
+{{/* Fails the render in a shared namespace unless allowSharedNamespace is set. */}}
+{{- define "olmguard.checkNamespace" -}}
+{{- if and (has .Release.Namespace (include "olmguard.sharedNamespaces" . | fromJsonArray)) (not .Values.allowSharedNamespace) }}
+{{- fail (printf "namespace %s is shared with Kubernetes' or OLM's own workloads: install olmguard into a namespace of its own (olmguard-system), or set allowSharedNamespace=true to install there anyway" .Release.Namespace) }}
+{{- end }}
+{{- end }}
