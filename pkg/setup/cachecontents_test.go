@@ -111,7 +111,7 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 
 	allowedAnnotations := map[string]bool{olm.OperatorNamespaceAnnotation: true, olmguard.CleanupAnnotation: true, cleanup.PropertiesAnnotation: true}
 	allowedLabels := map[string]bool{olm.CopiedFromLabel: true}
-	copies := 0
+	copies, largestCopy := 0, 0
 	for _, ns := range append([]string{operatorNS}, targets...) {
 		list := &v1alpha1.ClusterServiceVersionList{}
 		if err := mgr.GetCache().List(ctx, list, client.InNamespace(ns)); err != nil {
@@ -137,6 +137,7 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 			switch {
 			case c.Status.Reason == v1alpha1.CSVReasonCopied:
 				copies++
+				largestCopy = max(largestCopy, len(body))
 				if len(c.Spec.CustomResourceDefinitions.Owned) > 0 || c.Spec.DisplayName != "" || c.Status.Message != "" || c.Annotations[cleanup.PropertiesAnnotation] != "" {
 					t.Errorf("%s: OLM's copy cached with more than its metadata and reason: %s", id, body)
 				}
@@ -157,6 +158,7 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("%d of OLM's copies cached, the largest %d bytes as JSON", copies, largestCopy)
 	if want := namespaces * copiesPerNamespace; copies != want {
 		t.Errorf("%d of OLM's copies in the cache, want %d (the test needs all of them to check)", copies, want)
 	}

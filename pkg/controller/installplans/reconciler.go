@@ -29,10 +29,10 @@ type Reconciler struct {
 }
 
 // CacheNeeds is what the reconciler reads through the manager's cache: the typed views of
-// InstallPlans and Subscriptions, no label or annotation.
+// InstallPlans (without step manifests) and Subscriptions, no label or annotation.
 func CacheNeeds() cacheneeds.Needs {
 	return cacheneeds.Needs{
-		{Object: &v1alpha1.InstallPlan{}, Fields: cacheneeds.TypedView},
+		{Object: &v1alpha1.InstallPlan{}, Fields: cacheneeds.InstallPlanView},
 		{Object: &v1alpha1.Subscription{}, Fields: cacheneeds.TypedView},
 	}
 }
