@@ -15,10 +15,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/kubeapi"
 	// Registers olmguard's metrics, so /metrics lists them before a reconciler records one.
 	_ "github.com/olmguard/olmguard/pkg/metrics"
@@ -28,16 +28,16 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 )
 
-// Setup adds one reconciler to the manager. Reconcilers choose their own caching (metadata-only
-// or trimmed objects: a CSV can be megabytes) through the builder's options.
+// Setup adds one reconciler to the manager.
 type Setup struct {
 	// Name identifies the reconciler in errors and in --controllers.
 	Name string
 	// Add builds the reconciler and registers it with the manager.
 	Add func(mgr manager.Manager) error
-	// Cache narrows how the objects this reconciler watches are cached (label selectors,
-	// transforms that drop what it never reads), so memory stays small on large clusters.
-	Cache map[client.Object]cache.ByObject
+	// Cache declares every kind the reconciler reads through the manager's cache: which objects,
+	// which labels and annotations, which fields. NewManager merges the declarations of the
+	// reconcilers it runs, and fails when two disagree (cacheneeds.Merge).
+	Cache cacheneeds.Needs
 }
 
 // Scheme returns the kinds the controller reads: built-in kinds and OLM's typed views.
@@ -67,11 +67,13 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 	if err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
-	byObject := map[client.Object]cache.ByObject{}
+	decls := make([]cacheneeds.Declared, 0, len(setups))
 	for _, s := range setups {
-		for obj, by := range s.Cache {
-			byObject[obj] = by
-		}
+		decls = append(decls, cacheneeds.Declared{Reconciler: s.Name, Needs: s.Cache})
+	}
+	byObject, err := cacheneeds.Merge(scheme, decls)
+	if err != nil {
+		return nil, err
 	}
 	mgr, err := manager.New(kubeapi.WithLimits(cfg), manager.Options{
 		Scheme:                  scheme,

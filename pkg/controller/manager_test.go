@@ -6,8 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/olmguard/olmguard/internal/cacheneeds"
 )
 
 func offlineOptions() Options {
@@ -52,5 +56,22 @@ func TestNewManagerErrors(t *testing.T) {
 	}
 	if _, err := NewManager(nil, offlineOptions()); err == nil {
 		t.Error("a nil config was accepted")
+	}
+}
+
+// Two reconcilers declaring one kind with other selectors stop the controller at start, with an
+// error naming both. Fails before the fix: the later declaration silently replaced the first.
+func TestNewManagerRefusesConflictingCacheNeeds(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	add := func(manager.Manager) error { return nil }
+	a := Setup{Name: "catalog-pods", Add: add, Cache: cacheneeds.Needs{{Object: &corev1.Pod{}, Label: labels.SelectorFromSet(labels.Set{"olm.catalogSource": "c"})}}}
+	b := Setup{Name: "other", Add: add, Cache: cacheneeds.Needs{{Object: &corev1.Pod{}}}}
+	_, err := NewManager(cfg, offlineOptions(), a, b)
+	if err == nil || !strings.Contains(err.Error(), `"catalog-pods"`) || !strings.Contains(err.Error(), `"other"`) {
+		t.Errorf("error = %v, want a conflict naming both reconcilers", err)
+	}
+	// One declaration alone is no conflict (manager.New then asks the apiserver, unreachable here).
+	if _, err := NewManager(cfg, offlineOptions(), a); err != nil && strings.Contains(err.Error(), "conflicting") {
+		t.Errorf("one declaration: %v", err)
 	}
 }

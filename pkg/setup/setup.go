@@ -95,27 +95,27 @@ func (c Controller) Reconcilers() []controller.Setup {
 
 // InstallPlanOwners repairs plans written while the webhook was away (F1).
 func InstallPlanOwners() controller.Setup {
-	return controller.Setup{Name: installplans.Name, Add: installplans.Add}
+	return controller.Setup{Name: installplans.Name, Cache: installplans.CacheNeeds(), Add: installplans.Add}
 }
 
 // SubscriptionDrift reports and nudges Subscriptions out of step with their plan (F2).
 func SubscriptionDrift(o subscriptiondrift.Options) controller.Setup {
-	return controller.Setup{Name: subscriptiondrift.Name, Add: func(mgr manager.Manager) error { return subscriptiondrift.Add(mgr, o) }}
+	return controller.Setup{Name: subscriptiondrift.Name, Cache: subscriptiondrift.CacheNeeds(), Add: func(mgr manager.Manager) error { return subscriptiondrift.Add(mgr, o) }}
 }
 
 // CSVCleanup runs the CSV cleanup finalizer (F3).
 func CSVCleanup(o csvcleanup.Options) controller.Setup {
-	return controller.Setup{Name: csvcleanup.Name, Cache: csvcleanup.Cache(), Add: func(mgr manager.Manager) error { return csvcleanup.Add(mgr, o) }}
+	return controller.Setup{Name: csvcleanup.Name, Cache: csvcleanup.CacheNeeds(), Add: func(mgr manager.Manager) error { return csvcleanup.Add(mgr, o) }}
 }
 
 // UnpackJobs keeps OLM's unpack Jobs visible and tidy (F4).
 func UnpackJobs(o unpackjobs.Options) controller.Setup {
-	return controller.Setup{Name: unpackjobs.Name, Add: func(mgr manager.Manager) error { return unpackjobs.Add(mgr, o) }}
+	return controller.Setup{Name: unpackjobs.Name, Cache: unpackjobs.CacheNeeds(), Add: func(mgr manager.Manager) error { return unpackjobs.Add(mgr, o) }}
 }
 
 // CatalogPods recovers catalog pods stranded on lost nodes (F5).
 func CatalogPods(o catalogpods.Options) controller.Setup {
-	return controller.Setup{Name: catalogpods.Name, Cache: catalogpods.Cache(), Add: func(mgr manager.Manager) error { return catalogpods.Add(mgr, o) }}
+	return controller.Setup{Name: catalogpods.Name, Cache: catalogpods.CacheNeeds(), Add: func(mgr manager.Manager) error { return catalogpods.Add(mgr, o) }}
 }
 
 // OLMAudit runs doctor's checks every interval and exports their findings as metrics, so that

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -27,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/pkg/catalog"
 	"github.com/olmguard/olmguard/pkg/metrics"
@@ -100,16 +100,22 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Cache is how the reconciler's objects are cached: only pods labelled olm.catalogSource (the
+// CacheNeeds is how the reconciler's objects are cached: only pods labelled olm.catalogSource (the
 // apiserver filters by label; it cannot by ownerReference), of which those without an
 // ownerReference to a CatalogSource are kept as a bare name (trimPod), and nodes without their
 // images and volumes, which the reconciler never reads. CatalogSources are read through the
 // manager's client as metadata, which caches them metadata-only.
-func Cache() map[client.Object]cache.ByObject {
+//
+// Of pods it reads the olm.catalogSource label, of Nodes the zone label, and no annotation.
+func CacheNeeds() cacheneeds.Needs {
 	catalogPods, _ := labels.NewRequirement(olm.CatalogSourceLabel, selection.Exists, nil)
-	return map[client.Object]cache.ByObject{
-		&corev1.Pod{}:  {Label: labels.NewSelector().Add(*catalogPods), Transform: trimPod},
-		&corev1.Node{}: {Transform: trimNode},
+	cs := &metav1.PartialObjectMetadata{}
+	cs.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.CatalogSourceKind))
+	return cacheneeds.Needs{
+		{Object: &corev1.Pod{}, Label: labels.NewSelector().Add(*catalogPods), Labels: []string{olm.CatalogSourceLabel},
+			Fields: cacheneeds.Fields{Name: "catalog-pods' pod fields", Trim: trimPod}},
+		{Object: &corev1.Node{}, Labels: []string{catalog.ZoneLabel}, Fields: cacheneeds.Fields{Name: "catalog-pods' node fields", Trim: trimNode}},
+		{Object: cs},
 	}
 }
 
@@ -124,29 +130,27 @@ func Add(mgr manager.Manager, o Options) error {
 // who can create a pod can label it olm.catalogSource, and such a pod is never acted on (the
 // reconciler sees no label and no owner), so the cache holds none of what a tenant wrote into it.
 // The pods OLM creates keep what the reconciler reads, without managed fields.
-func trimPod(obj any) (any, error) {
+func trimPod(obj client.Object) client.Object {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
-		return obj, nil
+		return obj
 	}
 	if _, owned := catalog.CatalogSourceOwner(p); !owned {
 		return &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
-			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp}}, nil
+			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp}}
 	}
-	p.ManagedFields = nil
-	return p, nil
+	return p
 }
 
 // trimNode keeps what the reconciler reads of a Node: name, labels, creation time, conditions.
-func trimNode(obj any) (any, error) {
+func trimNode(obj client.Object) client.Object {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
-		return obj, nil
+		return obj
 	}
-	n.ManagedFields, n.Annotations = nil, nil
 	n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions}
 	n.Spec = corev1.NodeSpec{Taints: n.Spec.Taints}
-	return n, nil
+	return n
 }
 
 // SetupWithManager watches catalog pods, and Nodes whose readiness changes.

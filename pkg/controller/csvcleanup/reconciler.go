@@ -23,11 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/metrics"
@@ -107,11 +107,25 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Cache is how the reconciler's objects are cached. CSVs are cached without their install
-// strategy: olmguard reads names, labels, phases and owned CRDs, never the deployments (a CSV can
-// be megabytes).
-func Cache() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{&v1alpha1.ClusterServiceVersion{}: {Transform: trimCSV}}
+// CSVFields are the fields of a CSV the reconciler reads (csvFields): OLM's copies are cached as
+// a stub, the others without their install strategy (a CSV can be megabytes).
+var CSVFields = cacheneeds.Fields{Name: "csv-cleanup's CSV fields", Trim: csvFields}
+
+// CacheNeeds is what the reconciler reads through the manager's cache. Of a CSV: the
+// olm.copiedFrom label and the operator-namespace annotation (olm.IsCopiedCSV), olmguard's
+// opt-out annotation, OLM's properties annotation (the package, cleanup.PackagesOf), and the
+// fields of CSVFields; of Subscriptions and OperatorGroups, the typed views, no label or
+// annotation. Every CSV is cached, OLM's copies included: a tenant may label its own CSV
+// olm.copiedFrom, and such a CSV must still be cleaned up and still count as a user of shared
+// objects (issue 31, items 2 and 7), so a label selector cannot tell copies from the others;
+// status.reason Copied, which only OLM writes, does (csvFields).
+func CacheNeeds() cacheneeds.Needs {
+	return cacheneeds.Needs{
+		{Object: &v1alpha1.ClusterServiceVersion{}, Labels: []string{olm.CopiedFromLabel},
+			Annotations: []string{olm.OperatorNamespaceAnnotation, olmguard.CleanupAnnotation, cleanup.PropertiesAnnotation}, Fields: CSVFields},
+		{Object: &v1alpha1.Subscription{}, Fields: cacheneeds.TypedView},
+		{Object: &olmv1.OperatorGroup{}, Fields: cacheneeds.TypedView},
+	}
 }
 
 // Add builds the reconciler with o and registers it with mgr.
@@ -125,12 +139,24 @@ func Add(mgr manager.Manager, o Options) error {
 	return ctrl.NewControllerManagedBy(mgr).Named(Name).For(&v1alpha1.ClusterServiceVersion{}).Complete(r)
 }
 
-func trimCSV(obj any) (any, error) {
-	if c, ok := obj.(*v1alpha1.ClusterServiceVersion); ok {
-		c.ManagedFields = nil
-		c.Spec.InstallStrategy.StrategySpec.Raw = nil
+// csvFields keeps of OLM's copies (status.reason Copied, which only OLM writes) their metadata
+// with no annotation but the operator-namespace one, and their reason: the reconciler never acts
+// on a copy, and counts none as a user of shared objects (cleanup.NewUsers), yet a copy carries
+// its original's annotations, alm-examples among them (often 10 to 100 KB), into every target
+// namespace. Of every other CSV it keeps the typed view without the install strategy.
+func csvFields(obj client.Object) client.Object {
+	c, ok := obj.(*v1alpha1.ClusterServiceVersion)
+	if !ok {
+		return obj
 	}
-	return obj, nil
+	if cleanup.CopiedByOLM(string(c.Status.Reason)) {
+		stub := &v1alpha1.ClusterServiceVersion{TypeMeta: c.TypeMeta, ObjectMeta: c.ObjectMeta,
+			Status: v1alpha1.ClusterServiceVersionStatus{Reason: c.Status.Reason}}
+		stub.Annotations = cacheneeds.Keep(c.Annotations, []string{olm.OperatorNamespaceAnnotation})
+		return stub
+	}
+	c.Spec.InstallStrategy.StrategySpec.Raw = nil
+	return c
 }
 
 // Reconcile backfills the finalizer, or runs the cleanup of a deleted CSV.

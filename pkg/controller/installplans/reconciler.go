@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/owners"
 )
@@ -25,6 +26,15 @@ const Name = "installplan-owners"
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+}
+
+// CacheNeeds is what the reconciler reads through the manager's cache: the typed views of
+// InstallPlans (without step manifests) and Subscriptions, no label or annotation.
+func CacheNeeds() cacheneeds.Needs {
+	return cacheneeds.Needs{
+		{Object: &v1alpha1.InstallPlan{}, Fields: cacheneeds.InstallPlanView},
+		{Object: &v1alpha1.Subscription{}, Fields: cacheneeds.TypedView},
+	}
 }
 
 // Add builds the reconciler and registers it with mgr. It has no settings.

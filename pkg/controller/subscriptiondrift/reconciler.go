@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/pkg/drift"
@@ -72,6 +73,18 @@ func (o *Options) BindFlags(fs *flag.FlagSet) { windowFlag.Bind(fs, &o.Window) }
 
 // Validate reports the first invalid option.
 func (o Options) Validate() error { return windowFlag.Check(o.Window) }
+
+// CacheNeeds is what the reconciler reads through the manager's cache: Subscriptions (their typed
+// view and olmguard's resync annotation, drift.LastNudge), InstallPlans (their typed view without step manifests), and
+// whether a CSV of a name exists (drift.StaleResolution): CSVs as metadata, no label or
+// annotation.
+func CacheNeeds() cacheneeds.Needs {
+	return cacheneeds.Needs{
+		{Object: &v1alpha1.Subscription{}, Annotations: []string{olmguard.ResyncAnnotation}, Fields: cacheneeds.TypedView},
+		{Object: &v1alpha1.InstallPlan{}, Fields: cacheneeds.InstallPlanView},
+		{Object: &v1alpha1.ClusterServiceVersion{}},
+	}
+}
 
 // Add builds the reconciler with o and registers it with mgr.
 func Add(mgr manager.Manager, o Options) error {

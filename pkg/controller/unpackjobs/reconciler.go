@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/metrics"
@@ -99,6 +100,29 @@ func Add(mgr manager.Manager, o Options) error {
 		For(&batchv1.Job{}, builder.OnlyMetadata,
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return unpack.ConfigMapOwner(o) != "" }))).
 		Complete(r)
+}
+
+// CacheNeeds is what the reconciler reads through the manager's cache: Jobs as metadata, and of
+// that only their ownerReferences to a ConfigMap (its predicate; the rest is read live).
+func CacheNeeds() cacheneeds.Needs {
+	jobs := &metav1.PartialObjectMetadata{}
+	jobs.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
+	return cacheneeds.Needs{{Object: jobs, Fields: cacheneeds.Fields{Name: "unpack-jobs' ConfigMap owners", Trim: configMapOwnersOnly}}}
+}
+
+// configMapOwnersOnly keeps of a Job's metadata what identifies it and its ownerReferences to a
+// ConfigMap: most of a cluster's Jobs are not OLM's, and only those can be.
+func configMapOwnersOnly(obj client.Object) client.Object {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj
+	}
+	var refs []metav1.OwnerReference
+	if ref, ok := unpack.ConfigMapOwnerRef(m); ok {
+		refs = []metav1.OwnerReference{ref}
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
+		ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp, OwnerReferences: refs}}
 }
 
 // catalogSourceExists reports whether the owner is a live CatalogSource in the namespace (same

@@ -1,0 +1,225 @@
+// Package cacheneeds is how each of the controller's reconcilers declares, once, what of the
+// cluster it reads through the manager's cache: per kind, which objects (label and field
+// selectors), which of their labels and annotations, and which fields beyond the metadata. The
+// manager merges the declarations of the reconcilers it runs into the cache's options (Merge):
+// every kind's objects are cached without managed fields, without the labels and annotations no
+// reconciler reads, and trimmed to the fields one reads. Two reconcilers that declare one kind
+// differently (other selectors, other field sets) stop the controller at start with an error
+// naming both: one informer serves a kind, so a silent choice would starve one of them.
+package cacheneeds
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// Needs are a reconciler's needs, one entry per kind it reads through the cache.
+type Needs []Kind
+
+// Kind is what a reconciler reads of one kind through the cache. A kind it reads both as typed
+// objects and as metadata (builder.OnlyMetadata) is declared once: controller-runtime configures
+// the cache per kind.
+type Kind struct {
+	// Object names the kind: a typed object, or a metav1.PartialObjectMetadata with its kind set.
+	Object client.Object
+	// Label and Field select the objects cached (nil: all).
+	Label labels.Selector
+	Field fields.Selector
+	// Labels and Annotations are the keys the reconciler reads; every other key is dropped before
+	// an object enters the cache. A key ending in "/" keeps every key with that prefix.
+	Labels, Annotations []string
+	// Fields is what the reconciler reads beyond the metadata; the zero value reads metadata only.
+	Fields Fields
+}
+
+// Fields is a named set of fields beyond the metadata and the function that keeps only them. Two
+// declarations of one kind agree when they name the same set, or one of them reads metadata only
+// (every set keeps the metadata).
+type Fields struct {
+	// Name identifies the set in errors and in comparisons (functions cannot be compared).
+	Name string
+	// Trim keeps only the set's fields of obj (after the labels and annotations were filtered);
+	// it may return another object of the same type.
+	Trim func(obj client.Object) client.Object
+}
+
+// Declared is one reconciler's declaration.
+type Declared struct {
+	Reconciler string
+	Needs      Needs
+}
+
+// merged is one kind's merged declaration and who made each part of it.
+type merged struct {
+	obj                     client.Object
+	label, field            string
+	labelSel                labels.Selector
+	fieldSel                fields.Selector
+	selectorBy              string
+	fields                  Fields
+	fieldsBy                string
+	labelKeys, annotationKs map[string]bool
+}
+
+// Merge merges the declarations into the cache's per-kind options. It fails, naming both
+// reconcilers, when two declare one kind with other selectors or other field sets.
+func Merge(scheme *runtime.Scheme, decls []Declared) (map[client.Object]cache.ByObject, error) {
+	byGVK := map[schema.GroupVersionKind]*merged{}
+	var order []schema.GroupVersionKind
+	for _, d := range decls {
+		for _, k := range d.Needs {
+			gvk, err := apiutil.GVKForObject(k.Object, scheme)
+			if err != nil {
+				return nil, fmt.Errorf("cache needs of reconciler %q: %w", d.Reconciler, err)
+			}
+			label, field := selectorString(k.Label), selectorString(k.Field)
+			m, ok := byGVK[gvk]
+			if !ok {
+				m = &merged{obj: k.Object, label: label, field: field, labelSel: k.Label, fieldSel: k.Field, selectorBy: d.Reconciler,
+					fields: k.Fields, fieldsBy: d.Reconciler, labelKeys: map[string]bool{}, annotationKs: map[string]bool{}}
+				byGVK[gvk] = m
+				order = append(order, gvk)
+			} else {
+				if label != m.label || field != m.field {
+					return nil, fmt.Errorf("conflicting cache needs for %s: reconciler %q selects %s, reconciler %q selects %s; one informer serves a kind, so both must select the same objects",
+						gvk.Kind, m.selectorBy, describeSelectors(m.label, m.field), d.Reconciler, describeSelectors(label, field))
+				}
+				switch {
+				case k.Fields.Name == "" || k.Fields.Name == m.fields.Name:
+				case m.fields.Name == "":
+					m.fields, m.fieldsBy = k.Fields, d.Reconciler
+				default:
+					return nil, fmt.Errorf("conflicting cache needs for %s: reconciler %q reads the fields %q, reconciler %q the fields %q; declare one field set both read",
+						gvk.Kind, m.fieldsBy, m.fields.Name, d.Reconciler, k.Fields.Name)
+				}
+			}
+			for _, l := range k.Labels {
+				m.labelKeys[l] = true
+			}
+			for _, a := range k.Annotations {
+				m.annotationKs[a] = true
+			}
+		}
+	}
+	out := make(map[client.Object]cache.ByObject, len(byGVK))
+	for _, gvk := range order {
+		m := byGVK[gvk]
+		trim := m.fields.Trim
+		if m.fields.Name == "" {
+			trim = MetadataOnly
+		}
+		out[m.obj] = cache.ByObject{Label: m.labelSel, Field: m.fieldSel, Transform: Transform(keys(m.labelKeys), keys(m.annotationKs), trim)}
+	}
+	return out, nil
+}
+
+// Transform drops managed fields, every label and annotation but the keys given, and then
+// applies trim (when not nil). Objects that are not client.Objects (a tombstone) pass unchanged.
+func Transform(labelKeys, annotationKeys []string, trim func(client.Object) client.Object) func(any) (any, error) {
+	return func(in any) (any, error) {
+		obj, ok := in.(client.Object)
+		if !ok {
+			return in, nil
+		}
+		obj.SetManagedFields(nil)
+		obj.SetLabels(Keep(obj.GetLabels(), labelKeys))
+		obj.SetAnnotations(Keep(obj.GetAnnotations(), annotationKeys))
+		if trim != nil {
+			obj = trim(obj)
+		}
+		return obj, nil
+	}
+}
+
+// TypedView is the field set of olmguard's typed views of OLM's kinds (pkg/olm/v1alpha1,
+// pkg/olm/v1), which carry only the fields olmguard reads: decoding drops the rest.
+var TypedView = Fields{Name: "olmguard's typed view"}
+
+// MetadataOnly keeps an object's type and metadata, nothing of its spec or status: a new object of
+// the same type holding them.
+func MetadataOnly(obj client.Object) client.Object {
+	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		return obj
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return obj
+	}
+	out := reflect.New(v.Elem().Type())
+	for _, f := range []string{"TypeMeta", "ObjectMeta"} {
+		if src := v.Elem().FieldByName(f); src.IsValid() {
+			out.Elem().FieldByName(f).Set(src)
+		}
+	}
+	if o, ok := out.Interface().(client.Object); ok {
+		return o
+	}
+	return obj
+}
+
+// Keep returns the entries of m whose key is one of keys, or starts with one of them that ends in
+// "/"; nil when none is left.
+func Keep(m map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		for _, want := range keys {
+			if k == want || (strings.HasSuffix(want, "/") && strings.HasPrefix(k, want)) {
+				if out == nil {
+					out = map[string]string{}
+				}
+				out[k] = v
+				break
+			}
+		}
+	}
+	return out
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type stringer interface{ String() string }
+
+// selectorString is "" for no selector or one that selects everything.
+func selectorString[S stringer](s S) string {
+	if any(s) == nil {
+		return ""
+	}
+	if v, ok := any(s).(interface{ Empty() bool }); ok && v.Empty() {
+		return ""
+	}
+	return s.String()
+}
+
+func describeSelectors(label, field string) string {
+	var parts []string
+	if label != "" {
+		parts = append(parts, "labels "+strconvQuote(label))
+	}
+	if field != "" {
+		parts = append(parts, "fields "+strconvQuote(field))
+	}
+	if len(parts) == 0 {
+		return "every object"
+	}
+	return strings.Join(parts, " and ")
+}
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }

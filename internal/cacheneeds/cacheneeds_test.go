@@ -1,0 +1,100 @@
+package cacheneeds_test
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/internal/cacheneeds"
+)
+
+func scheme(t *testing.T) *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var (
+	keepAll  = cacheneeds.Fields{Name: "all", Trim: func(o client.Object) client.Object { return o }}
+	specOnly = cacheneeds.Fields{Name: "spec", Trim: func(o client.Object) client.Object { return o }}
+)
+
+// Two reconcilers declaring one kind differently stop the controller at start, with both named.
+// Fails before the fix: the manager took the last declaration and the first reconciler read a
+// cache that did not hold what it declared.
+func TestMergeRefusesConflicts(t *testing.T) {
+	catalog := labels.SelectorFromSet(labels.Set{"olm.catalogSource": "x"})
+	other := labels.SelectorFromSet(labels.Set{"app": "y"})
+	for _, tc := range []struct {
+		name string
+		a, b cacheneeds.Kind
+		want []string // in the error; nil: no error
+	}{
+		{"other label selectors", cacheneeds.Kind{Object: &corev1.Pod{}, Label: catalog}, cacheneeds.Kind{Object: &corev1.Pod{}, Label: other},
+			[]string{`"first"`, `"second"`, "Pod", "olm.catalogSource=x", "app=y"}},
+		{"a selector and none", cacheneeds.Kind{Object: &corev1.Pod{}, Label: catalog}, cacheneeds.Kind{Object: &corev1.Pod{}},
+			[]string{`"first"`, `"second"`, "every object"}},
+		{"other field sets", cacheneeds.Kind{Object: &corev1.Pod{}, Fields: keepAll}, cacheneeds.Kind{Object: &corev1.Pod{}, Fields: specOnly},
+			[]string{`"first"`, `"second"`, `"all"`, `"spec"`}},
+		{"metadata only within a field set", cacheneeds.Kind{Object: &corev1.Pod{}, Fields: keepAll}, cacheneeds.Kind{Object: &corev1.Pod{}}, nil},
+		{"the same selector twice", cacheneeds.Kind{Object: &corev1.Pod{}, Label: catalog}, cacheneeds.Kind{Object: &corev1.Pod{}, Label: labels.SelectorFromSet(labels.Set{"olm.catalogSource": "x"})}, nil},
+		{"other kinds", cacheneeds.Kind{Object: &corev1.Pod{}, Label: catalog}, cacheneeds.Kind{Object: &corev1.Node{}, Label: other}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cacheneeds.Merge(scheme(t), []cacheneeds.Declared{{Reconciler: "first", Needs: cacheneeds.Needs{tc.a}}, {Reconciler: "second", Needs: cacheneeds.Needs{tc.b}}})
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("conflicting declarations were merged")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The merged transform keeps the declared label and annotation keys of every reconciler, drops
+// the rest and managed fields, and trims to the declared fields, or to metadata when none is.
+func TestMergedTransform(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"zone": "a", "role": "b", "prefix.io/x": "c"},
+		Annotations: map[string]string{"big": "x", "read": "y"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+		Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}}
+	byObject, err := cacheneeds.Merge(scheme(t), []cacheneeds.Declared{
+		{Reconciler: "a", Needs: cacheneeds.Needs{{Object: &corev1.Node{}, Labels: []string{"zone"}}}},
+		{Reconciler: "b", Needs: cacheneeds.Needs{{Object: &corev1.Node{}, Labels: []string{"prefix.io/"}, Annotations: []string{"read"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(byObject) != 1 {
+		t.Fatalf("%d kinds configured, want 1", len(byObject))
+	}
+	for _, by := range byObject {
+		out, err := by.Transform(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := out.(*corev1.Node)
+		if len(n.Labels) != 2 || n.Labels["zone"] != "a" || n.Labels["prefix.io/x"] != "c" || len(n.Annotations) != 1 || n.Annotations["read"] != "y" {
+			t.Errorf("labels %v, annotations %v: want zone and prefix.io/x, and read", n.Labels, n.Annotations)
+		}
+		if n.ManagedFields != nil || n.Spec.PodCIDR != "" || n.Name != "n" {
+			t.Errorf("metadata only wanted, got %+v", n)
+		}
+	}
+}
