@@ -83,6 +83,18 @@ func TestHostileObjects(t *testing.T) {
 		if err != nil || csv.DeletionTimestamp != nil || !slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer) {
 			t.Errorf("hostile-a's CSV after hostile-b's uninstall: err %v, being deleted %v, finalizers %v", err, csv.DeletionTimestamp != nil, csv.Finalizers)
 		}
+		// hostile-a goes too, and with the last CSV of the package its shared objects: while any
+		// gamma CSV runs, every gamma cluster object stays (issue 31, item 2), and later tests
+		// uninstall gammas of their own and count what is left.
+		subA := &v1alpha1.Subscription{}
+		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: "hostile-a", Name: "gamma"}, subA); err != nil {
+			t.Fatal(err)
+		}
+		uninstall(t, ctx, c, sim, subA)
+		waitCSVGone(t, ctx, c, "hostile-a", "gamma.v1.0.0", testenv.Patience)
+		if l, err := scenario.CountLeftovers(ctx, c.Client, cat, "hostile-a"); err != nil || l.Total() != 0 {
+			t.Errorf("gamma's cluster objects after the last gamma's uninstall: %+v (err %v), want none", l, err)
+		}
 	})
 
 	t.Run("another version of a package another tenant runs", func(t *testing.T) {
