@@ -23,6 +23,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/validate"
+	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -108,18 +109,9 @@ func TestLargeSubscriptionsDecideFromCache(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ns := namespace(t, "large-subs")
-	const subs, entries = 30, 16
-	value := strings.Repeat("v", 64<<10) // 16 x 64 KiB: 1 MiB of spec.config.env
-	vars := make([]any, entries)
-	for i := range vars {
-		vars[i] = map[string]any{"name": fmt.Sprintf("BIG_%d", i), "value": value}
-	}
+	const subs = 30 // 1 MiB each (scenario.LargeSubscription)
 	big := func(name, pkg, approval string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-			"metadata": map[string]any{"namespace": ns, "name": name},
-			"spec": map[string]any{"name": pkg, "source": "cat", "sourceNamespace": ns, "channel": "stable",
-				"installPlanApproval": approval, "config": map[string]any{"env": vars}}}}
+		return scenario.LargeSubscription(ns, name, pkg, approval)
 	}
 	for i := range subs {
 		if err := env.Client.Create(ctx, big(fmt.Sprintf("sub-%d", i), fmt.Sprintf("pkg-%d", i), "Automatic")); err != nil {

@@ -212,8 +212,7 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 	c := cluster.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	const ns, subs, entries = "mem-subs", 200, 16
-	value := strings.Repeat("v", 64<<10) // 16 x 64 KiB: 1 MiB of spec.config.env
+	const ns, subs, entries = "mem-subs", 200, scenario.LargeSubscriptionVars // 1 MiB each
 	if err := c.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -222,16 +221,8 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 	if err := c.Client.Create(ctx, og); err != nil {
 		t.Fatal(err)
 	}
-	env := make([]any, entries)
-	for i := range env {
-		env[i] = map[string]any{"name": fmt.Sprintf("BIG_%d", i), "value": value}
-	}
 	bigSub := func(name, pkg, approval string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-			"metadata": map[string]any{"namespace": ns, "name": name},
-			"spec": map[string]any{"name": pkg, "source": "cat", "sourceNamespace": ns, "channel": "stable",
-				"installPlanApproval": approval, "config": map[string]any{"env": env}}}}
+		return scenario.LargeSubscription(ns, name, pkg, approval)
 	}
 	fast := fastClient(t, c)
 	start := time.Now()
@@ -249,7 +240,7 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 	if len(got) != entries {
 		t.Fatalf("stored Subscription has %d env entries, want %d: the CRD pruned spec.config", len(got), entries)
 	}
-	t.Logf("%d Subscriptions of %d KiB created in %s", subs, entries*len(value)>>10, time.Since(start).Round(time.Second))
+	t.Logf("%d Subscriptions of %d KiB created in %s", subs, entries*scenario.LargeSubscriptionVarSize>>10, time.Since(start).Round(time.Second))
 
 	t.Setenv("GOMEMLIMIT", "128MiB")
 	wh := startWebhook(t, c, append([]string{"--policy-duplicate-package=enforce", "--policy-mixed-approval=enforce",
@@ -316,7 +307,7 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 	}
 	failedOpen := strings.Count(string(b), "allowing the request unchanged")
 	t.Logf("RESULT webhook peak RSS: %d MiB (limit 128 MiB) with %d Subscriptions of %d KiB in one namespace; %d of 6 requests decided in %s, %d lookups failed open",
-		rss>>20, subs, entries*len(value)>>10, 6-len(undecided), took.Round(100*time.Millisecond), failedOpen)
+		rss>>20, subs, entries*scenario.LargeSubscriptionVarSize>>10, 6-len(undecided), took.Round(100*time.Millisecond), failedOpen)
 
 	t.Setenv("GOMEMLIMIT", "256MiB")
 	ctl := startController(t, c)
@@ -328,7 +319,7 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("RESULT controller peak RSS: %d MiB (limit 256 MiB) with %d Subscriptions of %d KiB in one namespace", rss>>20, subs+1, entries*len(value)>>10)
+	t.Logf("RESULT controller peak RSS: %d MiB (limit 256 MiB) with %d Subscriptions of %d KiB in one namespace", rss>>20, subs+1, entries*scenario.LargeSubscriptionVarSize>>10)
 	if len(undecided) > 0 {
 		t.Errorf("not decided by the webhook: %s", strings.Join(undecided, "; "))
 	}

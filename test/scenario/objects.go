@@ -1,10 +1,13 @@
 package scenario
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -60,4 +63,26 @@ func CatalogPod(nodeName string, deleted *time.Time) *corev1.Pod {
 		p.DeletionTimestamp = &metav1.Time{Time: *deleted}
 	}
 	return p
+}
+
+// LargeSubscriptionVars variables of LargeSubscriptionVarSize bytes make a LargeSubscription.
+const (
+	LargeSubscriptionVars    = 16
+	LargeSubscriptionVarSize = 64 << 10
+)
+
+// LargeSubscription is an unresolvable Subscription to package pkg of about 1 MiB: its
+// spec.config.env holds 16 variables of 64 KiB (etcd's default request limit is 1.5 MiB). A
+// tenant who may create Subscriptions decides their size; tests of bounded reads write many.
+func LargeSubscription(ns, name, pkg, approval string) *unstructured.Unstructured {
+	value := strings.Repeat("v", LargeSubscriptionVarSize)
+	env := make([]any, LargeSubscriptionVars)
+	for i := range env {
+		env[i] = map[string]any{"name": fmt.Sprintf("BIG_%d", i), "value": value}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": olm.V1alpha1APIVersion, "kind": olm.SubscriptionKind,
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec": map[string]any{"name": pkg, "source": "cat", "sourceNamespace": ns, "channel": "stable",
+			"installPlanApproval": approval, "config": map[string]any{"env": env}}}}
 }
