@@ -231,6 +231,90 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
+// TestPodAlertsSelectOlmguardsContainers: the alerts reading kube-state-metrics' pod series select
+// olmguard's pods by pod and container name, so the names must be those of the Deployments the
+// chart renders (the kustomize base is generated from it, TestSync): a renamed Deployment or
+// container would leave the alerts silent. They must not select what merely resembles olmguard,
+// and they must read olmguard's own up series, which keep them to olmguard's namespace.
+// Fails before the fix (issue 32, item 4): no alert read kube-state-metrics' pod series, so an
+// OOM-killed or crash-looping olmguard container was not alerted on.
+func TestPodAlertsSelectOlmguardsContainers(t *testing.T) {
+	_, groups := ruleSpec(t)
+	var pods, containers []string
+	for _, o := range monitoringObjects(t) {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		// a ReplicaSet's pod: <Deployment>-<pod-template-hash>-<suffix>
+		pods = append(pods, o.GetName()+"-7d4b9c8f6d-x2x7q")
+		cs, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if err != nil || len(cs) == 0 {
+			t.Fatalf("Deployment %s: no containers (%v)", o.GetName(), err)
+		}
+		for _, c := range cs {
+			name, _ := c.(map[string]any)["name"].(string)
+			containers = append(containers, name)
+		}
+	}
+	if len(pods) != 2 {
+		t.Fatalf("the chart renders Deployments for pods %v, want the webhook's and the controller's", pods)
+	}
+	notOlmguard := map[string][]string{
+		"pod":       {"x-olmguard-controller-7d4b9c8f6d-x2x7q", "olmguard-catalog-7d4b9c8f6d-x2x7q", "olmguard-controller"},
+		"container": {"manager", "controller-sidecar", "kube-rbac-proxy"},
+	}
+	want := map[string][]string{"pod": pods, "container": containers}
+	read := 0
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			sels, err := promqlSelectors(r.Expr)
+			if err != nil {
+				t.Fatalf("%s: %v", r.Alert, err)
+			}
+			ksm, up := false, false
+			for _, s := range sels {
+				up = up || s.Name == "up"
+				if _, ok := kubeStateMetrics[s.Name]; !ok {
+					continue
+				}
+				ksm = true
+				for _, label := range []string{"pod", "container"} {
+					i := slices.IndexFunc(s.Matchers, func(m matcher) bool { return m.Label == label })
+					if i < 0 {
+						t.Errorf("%s: %s does not select by %s", r.Alert, s.Name, label)
+						continue
+					}
+					// PromQL anchors a regular expression at both ends
+					re, err := regexp.Compile("^(?:" + s.Matchers[i].Value + ")$")
+					if err != nil {
+						t.Errorf("%s: %s{%s}: %v", r.Alert, s.Name, label, err)
+						continue
+					}
+					for _, v := range want[label] {
+						if !re.MatchString(v) {
+							t.Errorf("%s: %s{%s=~%q} misses olmguard's %s %q", r.Alert, s.Name, label, s.Matchers[i].Value, label, v)
+						}
+					}
+					for _, v := range notOlmguard[label] {
+						if re.MatchString(v) {
+							t.Errorf("%s: %s{%s=~%q} selects %s %q, which is not olmguard's", r.Alert, s.Name, label, s.Matchers[i].Value, label, v)
+						}
+					}
+				}
+			}
+			if ksm {
+				read++
+				if !up || !strings.Contains(r.Expr, "on (namespace)") {
+					t.Errorf("%s reads kube-state-metrics without joining on (namespace) with olmguard's up series:\n%s", r.Alert, r.Expr)
+				}
+			}
+		}
+	}
+	if read < 2 {
+		t.Errorf("%d alerts read kube-state-metrics' pod series, want the OOM kill and the restart alerts", read)
+	}
+}
+
 // targetLabels are the labels Prometheus (and the Prometheus Operator) attach to every series of
 // a scraped target; an alert may match on them whatever the metric.
 var targetLabels = []string{"job", "namespace", "pod", "instance", "service", "container", "endpoint"}
@@ -243,11 +327,29 @@ var foreignMetrics = map[string][]string{
 	"leader_election_master_status": {"name"},
 }
 
+// kubeStateMetrics are the kube-state-metrics series the alerts on olmguard's own pods read (OOM
+// kills, restarts), with their labels. kube-state-metrics serves them, not olmguard: their labels
+// namespace, pod and container are the pod's, which kube-state-metrics' usual scrape keeps
+// (honor_labels).
+var kubeStateMetrics = map[string][]string{
+	"kube_pod_container_status_restarts_total":         {"namespace", "pod", "uid", "container"},
+	"kube_pod_container_status_last_terminated_reason": {"namespace", "pod", "uid", "container", "reason"},
+}
+
 // selectorProblems says what is wrong with a selector an alert reads, if anything.
 func selectorProblems(s selector, exported map[string][]string, jobs []string) []string {
 	var out []string
 	labels, ok := exported[s.Name]
 	if !ok {
+		if labels, ok = kubeStateMetrics[s.Name]; ok {
+			// served by kube-state-metrics: its job is not olmguard's, its labels are the pod's
+			for _, m := range s.Matchers {
+				if !slices.Contains(labels, m.Label) {
+					out = append(out, fmt.Sprintf("%s{%s}: kube-state-metrics gives it no label %s (it has %v)", s.Name, m.Label, m.Label, labels))
+				}
+			}
+			return out
+		}
 		if labels, ok = foreignMetrics[s.Name]; !ok {
 			return []string{s.Name + ": not a metric olmguard exports (pkg/metrics)"}
 		}
@@ -511,7 +613,7 @@ type matcher struct{ Label, Value string }
 // rules; any other bare word is read as a metric name (so a word missing here fails the test
 // instead of being skipped).
 var promqlWords = map[string]bool{
-	"sum": true, "max": true, "min": true, "count": true, "avg": true,
+	"sum": true, "max": true, "min": true, "count": true, "avg": true, "group": true,
 	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
 	"and": true, "or": true, "unless": true, "offset": true, "bool": true,
 }
@@ -641,6 +743,8 @@ func TestPromQLSelectors(t *testing.T) {
 		{expr: `(increase(c[1h]) > 0) or (c unless c offset 1h)`, want: []selector{{"c", nil}, {"c", nil}, {"c", nil}}},
 		{expr: `d{l="has } and \" inside"} > 0.5`, want: []selector{{"d", []matcher{{"l", `has } and \" inside`}}}}},
 		{expr: `sum(nonsense_word) by (x) > 1e3`, want: []selector{{"nonsense_word", nil}}},
+		{expr: "x and on (namespace)\n  group by (namespace) (up{job=\"a\"} or up{job=\"b\"})",
+			want: []selector{{"x", nil}, {"up", []matcher{{"job", "a"}}}, {"up", []matcher{{"job", "b"}}}}},
 		{expr: `{__name__="up"}`, wantErr: "without a metric name"},
 		{expr: `up{job="a"`, wantErr: "unterminated"},
 	} {
@@ -677,6 +781,9 @@ func TestSelectorProblems(t *testing.T) {
 		{selector{"olmguard_x_total", []matcher{{"reason", "r"}, {"pod", "p"}}}, ""},
 		{selector{"leader_election_master_status", []matcher{{"name", olmguard.ControllerLeaderElectionID}}}, ""},
 		{selector{"up", []matcher{{"job", "olmguard-webhook-metrics"}}}, ""},
+		{selector{"kube_pod_container_status_restarts_total", []matcher{{"reason", "OOMKilled"}}}, "kube-state-metrics gives it no label reason"},
+		{selector{"kube_pod_container_status_restarts_total", []matcher{{"job", "olmguard-webhook-metrics"}}}, "kube-state-metrics gives it no label job"},
+		{selector{"kube_pod_container_status_last_terminated_reason", []matcher{{"reason", "OOMKilled"}, {"container", "webhook"}}}, ""},
 	} {
 		got := strings.Join(selectorProblems(tc.s, exported, jobs), "; ")
 		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
