@@ -10,13 +10,18 @@ import (
 	"runtime/debug"
 
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/olmguard/olmguard/internal/cli"
+	"github.com/olmguard/olmguard/internal/memlimit"
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/setup"
 )
 
 const name = "olmguard-controller"
+
+// memory is the Go memory limit main chose, logged once logging is set up.
+var memory memlimit.Choice
 
 func main() {
 	// The controller's heap is mostly its caches; at Go's default GOGC=100 the garbage of decoding
@@ -25,6 +30,8 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
+	// Without GOMEMLIMIT, 90% of the container's cgroup memory limit; an explicit one wins.
+	memory = memlimit.Apply()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -45,6 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return reconcilers.Validate()
 		},
 		Run: func(ctx context.Context, cfg *rest.Config) error {
+			memory.Log(ctrl.Log.WithName("memlimit"))
 			return controller.Run(ctx, cfg, opts, reconcilers.Reconcilers()...)
 		},
 	}.Main(args, stdout, stderr)

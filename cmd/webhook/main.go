@@ -8,15 +8,24 @@ import (
 	"os"
 
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/olmguard/olmguard/internal/cli"
+	"github.com/olmguard/olmguard/internal/memlimit"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
 )
 
 const name = "olmguard-webhook"
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+// memory is the Go memory limit main chose, logged once logging is set up.
+var memory memlimit.Choice
+
+func main() {
+	// Without GOMEMLIMIT, 90% of the container's cgroup memory limit; an explicit one wins.
+	memory = memlimit.Apply()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // run returns the exit status: 0 on success or --help, 2 on a bad flag, 1 on a runtime failure.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -31,6 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		},
 		Validate: opts.Validate,
 		Run: func(ctx context.Context, cfg *rest.Config) error {
+			memory.Log(ctrl.Log.WithName("memlimit"))
 			opts.Endpoints = handlers.Admission()
 			return webhook.Run(ctx, cfg, opts)
 		},
