@@ -49,7 +49,7 @@ type Choice struct {
 	// Limit is the soft limit to set, in bytes, when Source is FromCgroup: Percent of Cgroup.
 	Limit int64
 	// Cgroup is the cgroup's memory limit in bytes and File the file it was read from (relative
-	// to the root), when one was found.
+	// to the root; logged as an absolute path), when one was found.
 	Cgroup int64
 	File   string
 	// Err says why the cgroup's limit could not be read; no limit is set then.
@@ -90,13 +90,17 @@ func (c Choice) Log(log logr.Logger) {
 		log.Info("Go memory limit from "+Env, Env, c.Env)
 	case FromCgroup:
 		log.Info(fmt.Sprintf("Go memory limit set to %d%% of the cgroup's memory limit (%s unset)", Percent, Env),
-			"limit", c.Limit, "cgroupLimit", c.Cgroup, "file", c.File)
+			"limit", c.Limit, "cgroupLimit", c.Cgroup, "file", "/"+c.File)
 	case NoLimit:
 		if c.Err != nil {
 			log.Error(c.Err, "no Go memory limit: "+Env+" is unset and the cgroup's memory limit is unreadable")
 			return
 		}
-		log.Info("no Go memory limit: "+Env+" is unset and the cgroup sets no memory limit", "file", c.File)
+		if c.File == "" {
+			log.Info("no Go memory limit: " + Env + " is unset and no cgroup memory limit file was found")
+			return
+		}
+		log.Info("no Go memory limit: "+Env+" is unset and the cgroup sets no memory limit", "file", "/"+c.File)
 	}
 }
 
@@ -136,7 +140,7 @@ func CgroupLimit(root fs.FS) (limit int64, file string, err error) {
 		return 0, selfCgroup, err
 	}
 	if mount == "" {
-		return 0, selfCgroup, nil // no memory controller and no cgroup v2 line
+		return 0, "", nil // no memory controller and no cgroup v2 line
 	}
 	for _, f := range candidates(mount, cgroup, name) {
 		data, err := readSmall(root, f)

@@ -76,7 +76,7 @@ func TestChoose(t *testing.T) {
 			root: files("proc/self/cgroup", "0::/\n4:memory:/a\n",
 				"sys/fs/cgroup/memory/a/memory.limit_in_bytes", "134217728",
 				"sys/fs/cgroup/memory.max", "268435456")},
-		{name: "no memory controller, no v2 line", root: files("proc/self/cgroup", "3:cpu:/x\n"), source: NoLimit, file: "proc/self/cgroup"},
+		{name: "no memory controller, no v2 line", root: files("proc/self/cgroup", "3:cpu:/x\n"), source: NoLimit},
 		{name: "no /proc (not Linux)", root: files(), source: NoLimit},
 		{name: "a limit of 10 bytes still leaves one", root: v2("10"), source: FromCgroup, limit: 9, cgroup: 10, file: "sys/fs/cgroup/memory.max"},
 
@@ -154,9 +154,10 @@ func TestLog(t *testing.T) {
 		{Choice{}, ""},
 		{Choice{Source: FromEnv, Env: "200MiB"}, `"msg"="Go memory limit from GOMEMLIMIT" "GOMEMLIMIT"="200MiB"`},
 		{Choice{Source: FromCgroup, Limit: 90, Cgroup: 100, File: "sys/fs/cgroup/memory.max"},
-			`"msg"="Go memory limit set to 90% of the cgroup's memory limit (GOMEMLIMIT unset)" "limit"=90 "cgroupLimit"=100 "file"="sys/fs/cgroup/memory.max"`},
+			`"msg"="Go memory limit set to 90% of the cgroup's memory limit (GOMEMLIMIT unset)" "limit"=90 "cgroupLimit"=100 "file"="/sys/fs/cgroup/memory.max"`},
 		{Choice{Source: NoLimit, File: "sys/fs/cgroup/memory.max"},
-			`"msg"="no Go memory limit: GOMEMLIMIT is unset and the cgroup sets no memory limit" "file"="sys/fs/cgroup/memory.max"`},
+			`"msg"="no Go memory limit: GOMEMLIMIT is unset and the cgroup sets no memory limit" "file"="/sys/fs/cgroup/memory.max"`},
+		{Choice{Source: NoLimit}, `"msg"="no Go memory limit: GOMEMLIMIT is unset and no cgroup memory limit file was found"`},
 		{Choice{Source: NoLimit, Err: errors.New("bad file")},
 			`"msg"="no Go memory limit: GOMEMLIMIT is unset and the cgroup's memory limit is unreadable" "error"="bad file"`},
 	} {
