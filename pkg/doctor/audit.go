@@ -67,6 +67,8 @@ type Report struct {
 	Findings []Finding `json:"findings"`
 	// Checked counts the objects read, by kind.
 	Checked map[string]int `json:"checked"`
+	// Pages counts the List requests the audit sent, by kind: what it cost the apiserver.
+	Pages map[string]int `json:"pages,omitempty"`
 	// Skipped lists checks that could not run (a kind not installed, or not readable).
 	Skipped []string `json:"skipped,omitempty"`
 }
@@ -85,7 +87,7 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	if o.SubscriptionPageSize <= 0 {
 		o.SubscriptionPageSize = o.PageSize
 	}
-	r := &Report{Checked: map[string]int{}}
+	r := &Report{Checked: map[string]int{}, Pages: map[string]int{}}
 	a := auditor{c: c, o: o, r: r}
 
 	var subs []v1alpha1.Subscription
@@ -238,6 +240,7 @@ func (a *auditor) listCluster(ctx context.Context, what, classes string, l clien
 		a.progress("  %s: %d read", what, n)
 	}
 	a.r.Checked[what] += n
+	a.r.Pages[what] += pages
 	return true
 }
 
