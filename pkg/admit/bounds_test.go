@@ -96,13 +96,19 @@ func TestSubscriptionLookupReadsPages(t *testing.T) {
 			if len(got) != 200 {
 				t.Errorf("%s: %d Subscriptions, want 200", name, len(got))
 			}
-			if r.largest > 10 {
-				t.Errorf("%s: a response held %d Subscriptions, want at most 10", name, r.largest)
+			// Whole Subscriptions 10 to a page; metadata, which the apiserver bounds to about
+			// 300 KB an object, 50.
+			limit := int64(DefaultSubscriptionPageSize)
+			if metadataOnly {
+				limit = DefaultMetadataPageSize
+			}
+			if int64(r.largest) > limit {
+				t.Errorf("%s: a response held %d Subscriptions, want at most %d", name, r.largest, limit)
 			}
 			for i, req := range r.requests {
 				switch {
-				case req.Limit <= 0 || req.Limit > 10:
-					t.Errorf("%s: request %d limit %d, want 1 to 10", name, i, req.Limit)
+				case req.Limit <= 0 || req.Limit > limit:
+					t.Errorf("%s: request %d limit %d, want 1 to %d", name, i, req.Limit, limit)
 				case i == 0 && !watchCache && req.ResourceVersion != "":
 					t.Errorf("%s: first request resourceVersion %q, want none (a consistent List)", name, req.ResourceVersion)
 				case i > 0 && (req.ResourceVersion != "" || req.Continue == ""):

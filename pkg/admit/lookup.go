@@ -42,6 +42,13 @@ const (
 	// read whole before it is decoded: ten objects of the apiserver's largest (1.5 MiB in etcd)
 	// are 15 MiB. Measured with 200 Subscriptions of 1 MiB (docs/performance.md).
 	DefaultSubscriptionPageSize = 10
+	// DefaultMetadataPageSize is how many Subscriptions one List of metadata only returns (F1's
+	// read and the cache's check). A page costs a round trip, and each was 10 ms on the scale
+	// benchmark's cluster: 200 Subscriptions in pages of 10 held an InstallPlan CREATE for 200 ms
+	// (docs/performance.md). An object's metadata is at most about 300 KB (the apiserver's
+	// 256 KiB bound on annotations, labels, managed fields), so a page of 50 stays within the
+	// 15 MiB of a page of whole Subscriptions.
+	DefaultMetadataPageSize = 50
 	// DefaultMaxSubscriptions is the most Subscriptions one lookup considers.
 	DefaultMaxSubscriptions = 1000
 	// DefaultMaxViewBytes bounds the bytes of the strings one lookup keeps (names, packages,
@@ -82,10 +89,12 @@ type LiveSubscriptions struct {
 	Webhook string
 	// Timeout bounds one lookup, every page (DefaultLookupTimeout when zero).
 	Timeout time.Duration
-	// PageSize, MaxItems and MaxViewBytes bound the lookup (the defaults above when zero).
-	PageSize     int64
-	MaxItems     int
-	MaxViewBytes int
+	// PageSize, MetadataPageSize, MaxItems and MaxViewBytes bound the lookup (the defaults
+	// above when zero).
+	PageSize         int64
+	MetadataPageSize int64
+	MaxItems         int
+	MaxViewBytes     int
 	// Cache, when set, holds the trimmed views of Subscriptions (TrimSubscription, NewInformer).
 	// A lookup that needs spec and status then lists the namespace's metadata (the consistent
 	// snapshot, as above) and takes from the cache each Subscription whose UID and
@@ -130,6 +139,9 @@ func (l LiveSubscriptions) List(ctx context.Context, namespace string, metadataO
 	}
 	page := &pager{Reader: l.Reader, Namespace: namespace, First: first, What: "Subscriptions",
 		PageSize: int64(orDefaultInt(int(l.PageSize), DefaultSubscriptionPageSize)), MaxItems: orDefaultInt(l.MaxItems, DefaultMaxSubscriptions)}
+	if metadataOnly || l.Cache != nil { // only metadata is listed
+		page.PageSize = int64(orDefaultInt(int(l.MetadataPageSize), DefaultMetadataPageSize))
+	}
 	var err error
 	switch {
 	case !metadataOnly && l.Cache != nil:

@@ -52,8 +52,12 @@ func TestLiveSubscriptionsReadOptions(t *testing.T) {
 			t.Errorf("watchCache=%v: %s reads counted %v times, want 1", tc.watchCache, tc.wantRead, got)
 		}
 		got := r.opts.AsListOptions()
-		if r.opts.Namespace != "ns" || got.ResourceVersion != tc.wantRV || got.Limit != DefaultSubscriptionPageSize {
-			t.Errorf("watchCache=%v: namespace %q resourceVersion %q limit %d, want ns, %q and %d", tc.watchCache, r.opts.Namespace, got.ResourceVersion, got.Limit, tc.wantRV, DefaultSubscriptionPageSize)
+		wantLimit := int64(DefaultSubscriptionPageSize)
+		if tc.metadataOnly {
+			wantLimit = DefaultMetadataPageSize
+		}
+		if r.opts.Namespace != "ns" || got.ResourceVersion != tc.wantRV || got.Limit != wantLimit {
+			t.Errorf("watchCache=%v: namespace %q resourceVersion %q limit %d, want ns, %q and %d", tc.watchCache, r.opts.Namespace, got.ResourceVersion, got.Limit, tc.wantRV, wantLimit)
 		}
 		if tc.watchCache && got.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
 			t.Errorf("watch-cache read with resourceVersionMatch %q, want NotOlderThan", got.ResourceVersionMatch)

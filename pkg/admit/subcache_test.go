@@ -127,8 +127,8 @@ func TestSubscriptionLookupThroughCache(t *testing.T) {
 				t.Errorf("GETs %v, want %v", r.gets, tc.wantGets)
 			}
 			for _, req := range r.requests {
-				if req.Limit <= 0 || req.Limit > 10 {
-					t.Errorf("list limit %d, want 1 to 10", req.Limit)
+				if req.Limit <= 0 || req.Limit > DefaultMetadataPageSize {
+					t.Errorf("list limit %d, want 1 to %d (a list of metadata)", req.Limit, DefaultMetadataPageSize)
 				}
 			}
 			if tc.capped {

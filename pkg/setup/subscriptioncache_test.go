@@ -169,7 +169,7 @@ func TestLargeSubscriptionsDecideFromCache(t *testing.T) {
 		return h.Handle(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: "1", Namespace: ns, Name: name, Operation: admissionv1.Create,
 			Kind: metav1.GroupVersionKind{Group: "operators.coreos.com", Version: "v1alpha1", Kind: "Subscription"}, Object: runtime.RawExtension{Raw: raw}}})
 	}
-	// checkReads: only metadata pages of 10, individual GETs of every name in must and of none
+	// checkReads: only metadata pages (admit.DefaultMetadataPageSize), individual GETs of every name in must and of none
 	// but those in must and may.
 	checkReads := func(what string, must, may []string) {
 		t.Helper()
@@ -179,9 +179,9 @@ func TestLargeSubscriptionsDecideFromCache(t *testing.T) {
 			switch {
 			case single:
 				got[name] = true
-			case r.metadata() && strings.Contains(r.query, "limit=10"):
+			case r.metadata() && strings.Contains(r.query, fmt.Sprintf("limit=%d", admit.DefaultMetadataPageSize)):
 			default:
-				t.Errorf("%s: request %s?%s (Accept %s, %d bytes): want metadata pages of 10 and single GETs only", what, r.path, r.query, r.accept, r.bytes)
+				t.Errorf("%s: request %s?%s (Accept %s, %d bytes): want metadata pages of %d and single GETs only", what, r.path, r.query, r.accept, r.bytes, admit.DefaultMetadataPageSize)
 			}
 		}
 		for _, name := range must {
