@@ -73,7 +73,10 @@ func Start(binDir, name string, args ...string) (*Process, error) {
 		return nil, err
 	}
 	p.Log = logFile.Name()
-	args = append(args, "--health-probe-bind-address="+p.health, "--metrics-bind-address=0")
+	args = append(args, "--health-probe-bind-address="+p.health)
+	if !hasFlag(args, "--metrics-bind-address") {
+		args = append(args, "--metrics-bind-address=0")
+	}
 	p.cmd = exec.Command(filepath.Join(binDir, name), args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
@@ -87,6 +90,19 @@ func Start(binDir, name string, args ...string) (*Process, error) {
 	}
 	return p, nil
 }
+
+// hasFlag reports whether args set flag (as --flag=value or --flag value).
+func hasFlag(args []string, flag string) bool {
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// Pid is the process's id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 func (p *Process) waitReady(timeout time.Duration) error {
 	return wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
