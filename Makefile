@@ -166,6 +166,23 @@ bench-large-subscriptions: binaries
 	@mkdir -p bench
 	$(TEST_ENV) OLMGUARD_BENCH=1 $(GO) test -count=1 -v -timeout 20m -run 'TestMeasureLargeSubscriptions' ./test/e2e/ | grep -E 'RESULT|decided=|^(--- |ok|FAIL)|_test.go' | tee bench/large-subscriptions.txt
 
+## bench-scale: a kwok cluster of 2,000 namespaces (20,000 copied CSVs with a 40 KB alm-examples,
+## 2,000 originals, 20,000 Subscriptions and InstallPlans, 10,000 Jobs, 5,000 Pods): the
+## controller's peak RSS and cgroup working set at 2,000 and 20,000 copies, its time to caches
+## synced, first reconcile pass, first audit and back to serving after a kill, doctor's wall time,
+## peak and pages, and the webhook's admission p50/p99 with 200 Subscriptions in a namespace.
+## SCALE_BEFORE (a commit; empty to skip) is built by hack/build-ref.sh and measured in the same
+## run: by default the code before the controller's cache declarations (issue 32). About 60
+## minutes; output in bench/scale.txt. SCALE_NAMESPACES=50 gives a quick rehearsal.
+SCALE_BEFORE ?= 31583c4
+SCALE_NAMESPACES ?= 2000
+.PHONY: bench-scale
+bench-scale: binaries
+	@mkdir -p bench
+	@before=""; if [ -n "$(SCALE_BEFORE)" ]; then before=$$(hack/build-ref.sh $(SCALE_BEFORE)) || exit 1; fi; \
+	set -o pipefail; $(TEST_ENV) OLMGUARD_BENCH=1 OLMGUARD_SCALE_BEFORE_BIN=$$before OLMGUARD_SCALE_NAMESPACES=$(SCALE_NAMESPACES) \
+	  $(GO) test -count=1 -v -timeout 180m -run 'TestMeasureScale' ./test/e2e/ 2>&1 | grep --line-buffered -E 'RESULT|scale_test.go|^(--- |ok|FAIL)' | tee bench/scale.txt
+
 ## fuzz: run every fuzz target for FUZZTIME each (default 2m); new crashers land in testdata/fuzz.
 FUZZTIME ?= 2m
 # Go minimizes each new interesting input for 60 s by default, with no execs meanwhile.
