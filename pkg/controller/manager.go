@@ -20,6 +20,7 @@ import (
 
 	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/kubeapi"
+	"github.com/olmguard/olmguard/internal/pagedlist"
 	// Registers olmguard's metrics, so /metrics lists them before a reconciler records one.
 	_ "github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/metricsauth"
@@ -88,7 +89,8 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 		// The process exits right after the manager stops, so the next leader need not wait for
 		// the Lease to expire.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject},
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject,
+			NewInformer: pagedlist.NewInformer(o.CacheListPageSize)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

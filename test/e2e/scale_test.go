@@ -86,7 +86,7 @@ func TestMeasureScale(t *testing.T) {
 	t.Logf("RESULT scale cluster: %d namespaces, %d original CSVs, %d copied CSVs, %d Subscriptions, %d InstallPlans, %d Jobs, %d Pods, alm-examples %d KB on every CSV",
 		namespaces, namespaces+scaleGlobalOperators, namespaces, namespaces*scaleSubsPerNS, namespaces*scaleSubsPerNS, scaleJobs, scalePods, scaleExampleBytes>>10)
 	for _, b := range builds {
-		measureControllerAtScale(t, ctx, c, b, namespaces, true, false)
+		measureControllerAtScale(t, ctx, c, b, namespaces, scaleRun{})
 		measureDoctorAtScale(t, ctx, c, b, namespaces)
 	}
 
@@ -94,12 +94,24 @@ func TestMeasureScale(t *testing.T) {
 	copies := namespaces * scaleGlobalOperators
 	t.Logf("RESULT scale cluster: %d copied CSVs now", copies)
 	for _, b := range builds {
-		measureControllerAtScale(t, ctx, c, b, copies, true, false)
+		measureControllerAtScale(t, ctx, c, b, copies, scaleRun{})
 		measureDoctorAtScale(t, ctx, c, b, copies)
 	}
 	now := builds[len(builds)-1]
-	measureControllerAtScale(t, ctx, c, now, copies, false, false)
-	measureControllerAtScale(t, ctx, c, now, copies, true, true)
+	measureControllerAtScale(t, ctx, c, now, copies, scaleRun{noAudit: true})
+	measureControllerAtScale(t, ctx, c, now, copies, scaleRun{restart: true})
+	// The caches' first list, page sizes against client-go's own list: a watch-list stream
+	// (Kubernetes 1.35+ clients against an apiserver that offers it) or, without one, a single
+	// list at resourceVersion 0 answered whole from the watch cache.
+	for _, run := range []scaleRun{
+		{label: "client-go's watch-list stream", args: []string{"--cache-list-page-size=0"}},
+		{label: "client-go's list, no watch-list", args: []string{"--cache-list-page-size=0"}, env: map[string]string{"KUBE_FEATURE_WatchListClient": "false"}},
+		{label: "pages of 500", args: []string{"--cache-list-page-size=500"}},
+		{label: "pages of 25", args: []string{"--cache-list-page-size=25"}},
+	} {
+		run.noAudit = true
+		measureControllerAtScale(t, ctx, c, now, copies, run)
+	}
 
 	s.globalSubscriptions()
 	for _, b := range builds {
@@ -306,15 +318,27 @@ func cgroupFigures(g *procs.MemCgroup) string {
 // and reports its peak RSS and cgroup working set, the time to caches synced and to the first
 // full reconcile pass, and with the audit the first audit's duration. restart then kills it and
 // times a new process back to serving (its lease held by the dead one, as after an OOM kill).
-func measureControllerAtScale(t *testing.T, ctx context.Context, c *cluster.Cluster, b scaleBuild, copies int, audit, restart bool) {
+func measureControllerAtScale(t *testing.T, ctx context.Context, c *cluster.Cluster, b scaleBuild, copies int, run scaleRun) {
 	t.Helper()
 	label := fmt.Sprintf("%s, %d copies", b.name, copies)
-	args := []string{"--leader-elect", "--metrics-secure=false"}
+	args := append([]string{"--leader-elect", "--metrics-secure=false"}, run.args...)
+	audit, restart := !run.noAudit, run.restart
 	if !audit {
 		args = append(args, "--controllers=installplan-owners,subscription-drift,csv-cleanup,unpack-jobs,catalog-pods")
 		label += ", without olm-audit"
 	}
+	if run.label != "" {
+		label += ", " + run.label
+	}
 	t.Setenv("GOMEMLIMIT", "256MiB")
+	for k, v := range run.env {
+		t.Setenv(k, v)
+	}
+	defer func() {
+		for k := range run.env {
+			os.Unsetenv(k)
+		}
+	}()
 	r := startMeasuredController(t, c, b, label, args)
 	defer r.stop()
 	synced, pass := r.waitServing(t, ctx)
@@ -344,6 +368,15 @@ func measureControllerAtScale(t *testing.T, ctx context.Context, c *cluster.Clus
 	}
 	t.Logf("RESULT controller restart (%s): killed with SIGKILL; the new process serving (leader, caches synced, workers started) %s after its start, first full reconcile pass %s; peak RSS %d MiB, %s",
 		label, synced.Round(100*time.Millisecond), pass.Round(100*time.Millisecond), rss>>20, cgroupFigures(again.g))
+}
+
+// scaleRun is one start of the controller: without the periodic audit, killed and restarted
+// after, with extra flags or environment.
+type scaleRun struct {
+	noAudit, restart bool
+	label            string
+	args             []string
+	env              map[string]string
 }
 
 type measuredController struct {
@@ -524,7 +557,6 @@ func measureWebhookAtScale(t *testing.T, ctx context.Context, c *cluster.Cluster
 	fast := fastClient(t, c)
 	dry := client.DryRunAll
 	type sample struct{ on, off []time.Duration }
-	kinds := map[string]*sample{"InstallPlan CREATE": {}, "Subscription CREATE": {}}
 	plan := func(ns string, i int) client.Object {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
@@ -545,17 +577,32 @@ func measureWebhookAtScale(t *testing.T, ctx context.Context, c *cluster.Cluster
 		}
 		return time.Since(start)
 	}
-	for i := range scaleAdmissions {
-		for name, build := range map[string]func(string, int) client.Object{"InstallPlan CREATE": plan, "Subscription CREATE": sub} {
-			s := kinds[name]
-			// Alternate which mode goes first, so neither always follows the other.
-			if i%2 == 0 {
-				s.on = append(s.on, timed(build(scaleGlobalNS, i)))
-				s.off = append(s.off, timed(build(olmguard.DefaultNamespace, i)))
-			} else {
-				s.off = append(s.off, timed(build(olmguard.DefaultNamespace, i)))
-				s.on = append(s.on, timed(build(scaleGlobalNS, i)))
+	// isolated: 200 ms before each request served by the webhook, as OLM creates plans one at a
+	// time (its muInstallPlan); burst: back to back, where a consistent read waits for the
+	// apiserver's next progress notification (docs/performance.md, "the F1 read").
+	for _, arrival := range []struct {
+		name string
+		gap  time.Duration
+	}{{"isolated", 200 * time.Millisecond}, {"burst", 0}} {
+		kinds := map[string]*sample{"InstallPlan CREATE": {}, "Subscription CREATE": {}}
+		for i := range scaleAdmissions {
+			for name, build := range map[string]func(string, int) client.Object{"InstallPlan CREATE": plan, "Subscription CREATE": sub} {
+				s := kinds[name]
+				time.Sleep(arrival.gap)
+				// Alternate which mode goes first, so neither always follows the other.
+				if i%2 == 0 {
+					s.on = append(s.on, timed(build(scaleGlobalNS, i)))
+					s.off = append(s.off, timed(build(olmguard.DefaultNamespace, i)))
+				} else {
+					s.off = append(s.off, timed(build(olmguard.DefaultNamespace, i)))
+					s.on = append(s.on, timed(build(scaleGlobalNS, i)))
+				}
 			}
+		}
+		for _, name := range []string{"InstallPlan CREATE", "Subscription CREATE"} {
+			s := kinds[name]
+			t.Logf("RESULT webhook (%s) %s, %s, with %d Subscriptions in the namespace, %d dry-run requests: on p50 %s p99 %s, off p50 %s p99 %s",
+				b.name, name, arrival.name, scaleGlobalSubs, scaleAdmissions, pct(s.on, 50), pct(s.on, 99), pct(s.off, 50), pct(s.off, 99))
 		}
 	}
 	if wh.Exited() {
@@ -564,11 +611,6 @@ func measureWebhookAtScale(t *testing.T, ctx context.Context, c *cluster.Cluster
 	rss, err := wh.PeakRSS()
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, name := range []string{"InstallPlan CREATE", "Subscription CREATE"} {
-		s := kinds[name]
-		t.Logf("RESULT webhook (%s) %s with %d Subscriptions in the namespace, %d dry-run requests: on p50 %s p99 %s, off p50 %s p99 %s",
-			b.name, name, scaleGlobalSubs, scaleAdmissions, pct(s.on, 50), pct(s.on, 99), pct(s.off, 50), pct(s.off, 99))
 	}
 	t.Logf("RESULT webhook (%s): peak RSS %d MiB, %s", b.name, rss>>20, cgroupFigures(g))
 }
