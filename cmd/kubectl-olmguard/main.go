@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,6 +54,9 @@ Flags of doctor:
   --pending-after D   how long a CSV may stay Pending/Installing, or a catalog not READY, before it
                       is reported (default 10m)
   --recheck D         wait before confirming a Subscription out of step with its plan (default 3s)
+  --include-copied-csvs
+                      also read CSVs labelled olm.copiedFrom, OLM's copies of an AllNamespaces
+                      operator's CSV (left out by default, as OLM's own informers leave them out)
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -88,6 +92,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.DurationVar(&do.StuckAfter, "stuck-after", do.StuckAfter, "terminating time after which an object is stuck")
 		fs.DurationVar(&do.PendingAfter, "pending-after", do.PendingAfter, "Pending/Installing or not-READY time after which a CSV or catalog is reported")
 		fs.DurationVar(&do.Recheck, "recheck", do.Recheck, "delay before confirming a Subscription drift")
+		// OLM's copies (label olm.copiedFrom) are left out as OLM's own informers leave them
+		// out: no check reports a copy, and on a cluster of many namespaces they are most of
+		// the CSVs, each with its original's annotations.
+		do.SkipCopiedCSVs = true
+		fs.BoolFunc("include-copied-csvs", "also read CSVs labelled olm.copiedFrom (OLM's copies; none is reported, OLM ignores them)", func(v string) error {
+			include, err := strconv.ParseBool(v)
+			do.SkipCopiedCSVs = !include
+			return err
+		})
 	default:
 		fmt.Fprintf(stderr, "kubectl-olmguard: unknown command %q\n%s", cmd, usage)
 		return 2

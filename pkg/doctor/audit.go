@@ -18,11 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/kubectlcmd"
 	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/olm"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/unpack"
 )
 
@@ -59,7 +61,11 @@ type Options struct {
 
 // DefaultOptions returns the defaults of `kubectl olmguard doctor`.
 func DefaultOptions() Options {
-	return Options{StuckAfter: 5 * time.Minute, PendingAfter: 10 * time.Minute, Recheck: 3 * time.Second, PageSize: 500, Now: time.Now}
+	// CSVs and Subscriptions 100 to a page: a page of 40 KB CSVs (a usual alm-examples) is 4 MB,
+	// and of a tenant's 1 MiB Subscriptions 100 MB (docs/performance.md, "A cluster of 2,000
+	// namespaces").
+	return Options{StuckAfter: 5 * time.Minute, PendingAfter: 10 * time.Minute, Recheck: 3 * time.Second, PageSize: 500,
+		CSVPageSize: 100, SubscriptionPageSize: 100, Now: time.Now}
 }
 
 // Report is the outcome of an audit.
@@ -120,8 +126,7 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	}
 	okCSVs := a.list(ctx, "ClusterServiceVersions", "F3, OLM", &v1alpha1.ClusterServiceVersionList{}, func(l client.ObjectList) {
 		for _, c := range l.(*v1alpha1.ClusterServiceVersionList).Items {
-			c.Spec = v1alpha1.ClusterServiceVersionSpec{}
-			c.ManagedFields = nil
+			c = TrimCSV(c)
 			csvItems = append(csvItems, CSV{ObjectMeta: c.ObjectMeta})
 			csvStatus = append(csvStatus, c)
 		}
@@ -344,4 +349,14 @@ func (a *auditor) packageServer(ctx context.Context) (*APIService, bool) {
 	}
 	a.r.Checked["APIServices"]++
 	return &APIService{Name: u.GetName(), Service: obj.Spec.Service, Conditions: obj.Status.Conditions}, true
+}
+
+// TrimCSV is what an audit keeps of a listed CSV: no spec, no managed fields, and only the
+// annotations a check reads. alm-examples alone is often 10 to 100 KB; kept for every CSV of a
+// cluster it would be most of doctor's memory.
+func TrimCSV(c v1alpha1.ClusterServiceVersion) v1alpha1.ClusterServiceVersion {
+	c.Spec = v1alpha1.ClusterServiceVersionSpec{}
+	c.ManagedFields = nil
+	c.Annotations = cacheneeds.Keep(c.Annotations, []string{olm.OperatorNamespaceAnnotation, olmguard.CleanupAnnotation})
+	return c
 }

@@ -47,7 +47,7 @@ func TestAudit(t *testing.T) {
 		}
 	}
 	var progress strings.Builder
-	opts.PageSize, opts.Progress, opts.Namespace = 2, &progress, ns.Name
+	opts.PageSize, opts.CSVPageSize, opts.SubscriptionPageSize, opts.Progress, opts.Namespace = 2, 0, 0, &progress, ns.Name
 	if r, err = doctor.Audit(ctx, env.Client, opts); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -307,5 +308,23 @@ func TestCheckOrphanCSVs(t *testing.T) {
 				t.Errorf("commands %q do not say how to remove it", got[0].Commands)
 			}
 		})
+	}
+}
+
+// TestTrimCSVKeepsOnlyWhatChecksRead: fails when doctor keeps every annotation (a 40 KB
+// alm-examples on each of 20,000 CSVs is 800 MB) or drops one a check reads.
+func TestTrimCSVKeepsOnlyWhatChecksRead(t *testing.T) {
+	c := v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Name: "a.v1", Namespace: "ns",
+		Labels: map[string]string{olm.CopiedFromLabel: "ops"},
+		Annotations: map[string]string{"alm-examples": strings.Repeat("x", 40<<10), olm.OperatorNamespaceAnnotation: "ops",
+			olmguard.CleanupAnnotation: olmguard.CleanupDisabled, "example.com/other": "y"}},
+		Spec: v1alpha1.ClusterServiceVersionSpec{DisplayName: "a"}}
+	got := TrimCSV(c)
+	want := map[string]string{olm.OperatorNamespaceAnnotation: "ops", olmguard.CleanupAnnotation: olmguard.CleanupDisabled}
+	if !reflect.DeepEqual(got.Annotations, want) {
+		t.Errorf("annotations %v, want %v", got.Annotations, want)
+	}
+	if got.Spec.DisplayName != "" || got.Labels[olm.CopiedFromLabel] != "ops" || got.Name != "a.v1" {
+		t.Errorf("trimmed CSV %+v: want no spec, labels and name kept", got.ObjectMeta)
 	}
 }
