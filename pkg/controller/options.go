@@ -29,6 +29,8 @@ type Options struct {
 	MetricsBindAddress     string
 	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized callers only.
 	MetricsSecure bool
+	// PprofBindAddress serves Go's /debug/pprof ("0": off, the default): for measuring memory.
+	PprofBindAddress string
 	// Controllers names the reconcilers to run; empty runs all of them.
 	Controllers []string
 	// CacheListPageSize is how many objects one page of an informer's list holds; each page is
@@ -52,6 +54,7 @@ func DefaultOptions() Options {
 		HealthProbeBindAddress: ":8082",
 		MetricsBindAddress:     ":8083",
 		MetricsSecure:          true,
+		PprofBindAddress:       "0",
 		// Chosen by the scale benchmark (docs/performance.md, "A cluster of 2,000 namespaces"):
 		// a page of 40 KB CSVs is 4 MB of JSON.
 		CacheListPageSize: 100,
@@ -80,6 +83,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "how often leader election clients retry")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, `address of /healthz and /readyz ("0" disables)`)
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of /metrics ("0" disables)`)
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, `address of Go's /debug/pprof profiles, for measuring; unauthenticated, so keep it on loopback ("0" disables)`)
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers the kube-apiserver authenticates and allows get on /metrics")
 	fs.Int64Var(&o.CacheListPageSize, "cache-list-page-size", o.CacheListPageSize, "objects per page of the caches' lists, each page trimmed before the next is read (0: client-go's own list or watch-list stream)")
 	fs.Func("controllers", "comma-separated reconcilers to run, all when empty: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods, olm-audit", func(v string) error {

@@ -99,10 +99,14 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	var subs []v1alpha1.Subscription
 	var plans []v1alpha1.InstallPlan
 	okSubs := a.list(ctx, "Subscriptions", "F1, F2", &v1alpha1.SubscriptionList{}, func(l client.ObjectList) {
-		subs = append(subs, l.(*v1alpha1.SubscriptionList).Items...)
+		for _, s := range l.(*v1alpha1.SubscriptionList).Items {
+			subs = append(subs, trimMetadata(s))
+		}
 	}, client.Limit(o.SubscriptionPageSize))
 	okPlans := a.list(ctx, "InstallPlans", "F1, F2", &v1alpha1.InstallPlanList{}, func(l client.ObjectList) {
-		plans = append(plans, l.(*v1alpha1.InstallPlanList).Items...)
+		for _, p := range l.(*v1alpha1.InstallPlanList).Items {
+			plans = append(plans, TrimInstallPlan(p))
+		}
 	})
 	if okSubs && okPlans {
 		r.Findings = append(r.Findings, CheckInstallPlans(plans, subs)...)
@@ -152,6 +156,7 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 		for _, j := range l.(*batchv1.JobList).Items {
 			if unpack.ConfigMapOwner(&j) != "" {
 				j.Spec.Template = corev1.PodTemplateSpec{} // only owners and labels are read
+				j.ManagedFields, j.Annotations = nil, nil
 				jobs = append(jobs, j)
 			}
 		}
@@ -359,4 +364,29 @@ func TrimCSV(c v1alpha1.ClusterServiceVersion) v1alpha1.ClusterServiceVersion {
 	c.ManagedFields = nil
 	c.Annotations = cacheneeds.Keep(c.Annotations, []string{olm.OperatorNamespaceAnnotation, olmguard.CleanupAnnotation})
 	return c
+}
+
+// trimMetadata drops what no check reads of an object's metadata: managed fields (often a
+// kilobyte an object) and annotations. An audit keeps every Subscription and InstallPlan of the
+// cluster at once, 20,000 each on a cluster of 2,000 namespaces.
+func trimMetadata[T any, PT interface {
+	*T
+	SetManagedFields([]metav1.ManagedFieldsEntry)
+	SetAnnotations(map[string]string)
+}](o T) T {
+	PT(&o).SetManagedFields(nil)
+	PT(&o).SetAnnotations(nil)
+	return o
+}
+
+// TrimInstallPlan is what an audit keeps of a listed InstallPlan: trimMetadata's, and no step
+// manifest (whole objects in the plans of OLM before bundle unpacking).
+func TrimInstallPlan(p v1alpha1.InstallPlan) v1alpha1.InstallPlan {
+	p = trimMetadata(p)
+	for _, st := range p.Status.Plan { // the listed page's own steps: it is dropped after
+		if st != nil {
+			st.Resource.Manifest = ""
+		}
+	}
+	return p
 }

@@ -328,3 +328,24 @@ func TestTrimCSVKeepsOnlyWhatChecksRead(t *testing.T) {
 		t.Errorf("trimmed CSV %+v: want no spec, labels and name kept", got.ObjectMeta)
 	}
 }
+
+// TestTrimInstallPlanAndSubscription: fails when an audit keeps managed fields, annotations or
+// step manifests of every plan and Subscription it lists.
+func TestTrimInstallPlanAndSubscription(t *testing.T) {
+	mf := []metav1.ManagedFieldsEntry{{Manager: "olm", Operation: metav1.ManagedFieldsOperationUpdate}}
+	p := v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Name: "install-1", ManagedFields: mf, Annotations: map[string]string{"a": "b"}},
+		Status: v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseComplete,
+			Plan: []*v1alpha1.Step{{Resolving: "a.v1", Resource: v1alpha1.StepResource{Kind: "ClusterServiceVersion", Name: "a.v1", Manifest: strings.Repeat("m", 1<<10)}}, nil}}}
+	got := TrimInstallPlan(p)
+	if got.ManagedFields != nil || got.Annotations != nil || got.Status.Plan[0].Resource.Manifest != "" {
+		t.Errorf("trimmed plan keeps %v %v %q", got.ManagedFields, got.Annotations, got.Status.Plan[0].Resource.Manifest)
+	}
+	if got.Status.Phase != v1alpha1.InstallPlanPhaseComplete || got.Status.Plan[0].Resource.Name != "a.v1" || got.Status.Plan[0].Resolving != "a.v1" {
+		t.Errorf("trimmed plan lost what checks read: %+v", got.Status)
+	}
+	s := trimMetadata(v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: mf, Annotations: map[string]string{"a": "b"}},
+		Spec: v1alpha1.SubscriptionSpec{Package: "p"}})
+	if s.ManagedFields != nil || s.Annotations != nil || s.Name != "s" || s.Spec.Package != "p" {
+		t.Errorf("trimmed Subscription %+v", s)
+	}
+}
