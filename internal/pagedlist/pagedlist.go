@@ -86,16 +86,16 @@ func (p *ListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOp
 
 // ListWithContext reads every page consistently (no resourceVersion: "0" would make the
 // apiserver ignore the limit; the continue token keeps later pages at the first page's snapshot)
-// and returns the first page's list holding every trimmed object, at the snapshot's
-// resourceVersion.
+// and returns every trimmed object at the snapshot's resourceVersion, as a metav1.List of the
+// objects themselves: the reflector takes them as they are, where a typed list would be copied
+// twice more (into its Items, then out of them one allocation each).
 func (p *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	p.mu.Lock()
 	transform := p.transform
 	p.mu.Unlock()
 	opts.ResourceVersion, opts.ResourceVersionMatch, opts.Continue = "", "", ""
 	opts.Limit = p.pageSize
-	var out runtime.Object
-	var items []runtime.Object
+	out := &metav1.List{}
 	for {
 		page, err := p.inner.ListWithContext(ctx, opts)
 		if err != nil {
@@ -115,30 +115,17 @@ func (p *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOpt
 					return nil, fmt.Errorf("the cache's transform returned %T, not an object", t)
 				}
 			}
-			items = append(items, o)
+			out.Items = append(out.Items, runtime.RawExtension{Object: o})
 		}
 		lm, err := meta.ListAccessor(page)
 		if err != nil {
 			return nil, err
 		}
-		next := lm.GetContinue()
-		if out == nil {
-			// The first page's list carries the result; its own items go now, not at the end.
-			if err := meta.SetList(page, nil); err != nil {
-				return nil, err
-			}
-			out = page
+		if next := lm.GetContinue(); next != "" {
+			opts.Continue = next
+			continue
 		}
-		if next == "" {
-			outMeta, err := meta.ListAccessor(out)
-			if err != nil {
-				return nil, err
-			}
-			outMeta.SetResourceVersion(lm.GetResourceVersion())
-			outMeta.SetContinue("")
-			outMeta.SetRemainingItemCount(nil)
-			return out, meta.SetList(out, items)
-		}
-		opts.Continue = next
+		out.ResourceVersion = lm.GetResourceVersion()
+		return out, nil
 	}
 }

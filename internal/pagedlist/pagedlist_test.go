@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -63,17 +64,25 @@ func TestListReadsConsistentPagesTrimmedOneAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := out.(*corev1.ConfigMapList)
-	if len(l.Items) != 23 {
-		t.Fatalf("%d items, want 23", len(l.Items))
+	// As the reflector reads it.
+	items, err := meta.ExtractListWithAlloc(out)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, cm := range l.Items {
-		if cm.Name != fmt.Sprintf("cm-%d", i) || cm.Annotations != nil {
+	if len(items) != 23 {
+		t.Fatalf("%d items, want 23", len(items))
+	}
+	for i, o := range items {
+		if cm := o.(*corev1.ConfigMap); cm.Name != fmt.Sprintf("cm-%d", i) || cm.Annotations != nil {
 			t.Errorf("item %d: %s %v, want cm-%d trimmed", i, cm.Name, cm.Annotations, i)
 		}
 	}
-	if l.ResourceVersion != "rv-3" || l.Continue != "" {
-		t.Errorf("list resourceVersion %q continue %q, want the last page's rv-3 and none", l.ResourceVersion, l.Continue)
+	lm, err := meta.ListAccessor(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lm.GetResourceVersion() != "rv-3" || lm.GetContinue() != "" {
+		t.Errorf("list resourceVersion %q continue %q, want the last page's rv-3 and none", lm.GetResourceVersion(), lm.GetContinue())
 	}
 	if len(src.requests) != 3 {
 		t.Fatalf("%d requests, want 3 pages", len(src.requests))

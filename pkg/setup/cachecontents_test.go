@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/cleanup"
@@ -92,7 +93,11 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mgr, err := controller.NewManager(env.Config, testenv.ManagerOptions(), setup.DefaultController().Reconcilers()...)
+	reads := &csvReads{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(reads.wrap)
+	opts := testenv.ManagerOptions()
+	mgr, err := controller.NewManager(cfg, opts, setup.DefaultController().Reconcilers()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +164,7 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 		}
 	}
 	t.Logf("%d of OLM's copies cached, the largest %d bytes as JSON", copies, largestCopy)
+	checkPagedCSVLists(t, reads, opts.CacheListPageSize, copies)
 	if want := namespaces * copiesPerNamespace; copies != want {
 		t.Errorf("%d of OLM's copies in the cache, want %d (the test needs all of them to check)", copies, want)
 	}
