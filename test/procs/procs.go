@@ -60,6 +60,10 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// ReadyTimeout is how long Start waits for /readyz. A benchmark that starts a binary on a large
+// cluster raises it.
+var ReadyTimeout = 2 * time.Minute
+
 // Start runs binary name from binDir with args, probes and metrics on free loopback ports, and
 // waits until /readyz answers 200.
 func Start(binDir, name string, args ...string) (*Process, error) {
@@ -84,7 +88,7 @@ func Start(binDir, name string, args ...string) (*Process, error) {
 		return nil, err
 	}
 	go func() { _ = p.cmd.Wait(); logFile.Close(); close(p.done) }()
-	if err := p.waitReady(2 * time.Minute); err != nil {
+	if err := p.waitReady(ReadyTimeout); err != nil {
 		p.Stop()
 		return p, fmt.Errorf("%s not ready: %w (log: %s)", name, err, p.Log)
 	}
