@@ -101,7 +101,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		For(&v1alpha1.Subscription{}).
 		Watches(&v1alpha1.InstallPlan{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			subs := &v1alpha1.SubscriptionList{}
-			if err := c.List(ctx, subs, client.InNamespace(o.GetNamespace())); err != nil {
+			if err := c.List(ctx, subs, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil { // read only
 				return nil
 			}
 			var out []reconcile.Request
@@ -115,7 +115,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		// A CSV's deletion may be what an unsatisfiable resolution waits for (drift.StaleResolution).
 		Watches(&v1alpha1.ClusterServiceVersion{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			subs := &v1alpha1.SubscriptionList{}
-			if err := c.List(ctx, subs, client.InNamespace(o.GetNamespace())); err != nil {
+			if err := c.List(ctx, subs, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil { // read only
 				return nil
 			}
 			var out []reconcile.Request
