@@ -3,6 +3,7 @@ package cacheneeds_test
 import (
 	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,5 +97,48 @@ func TestMergedTransform(t *testing.T) {
 		if n.ManagedFields != nil || n.Spec.PodCIDR != "" || n.Name != "n" {
 			t.Errorf("metadata only wanted, got %+v", n)
 		}
+	}
+}
+
+// TestTransformSharesRepeatedStrings: two objects decoded apart hold one copy of their namespace
+// and of their ownerReferences' apiVersion and kind, and the references take no spare capacity.
+// Fails without shareStrings: every decoded string is an allocation of its own (200,000
+// references on 20,000 InstallPlans of a 2,000-namespace cluster).
+func TestTransformSharesRepeatedStrings(t *testing.T) {
+	tr := cacheneeds.Transform(nil, nil, nil)
+	decoded := func() *corev1.ConfigMap {
+		// Fresh strings each time, as a decoder makes them; refs with spare capacity, as a
+		// decoder's growing slice leaves them.
+		fresh := func(s string) string { return string([]byte(s)) }
+		refs := make([]metav1.OwnerReference, 0, 16)
+		for i := range 10 {
+			refs = append(refs, metav1.OwnerReference{APIVersion: fresh("operators.coreos.com/v1alpha1"), Kind: fresh("Subscription"),
+				Name: fresh("sub-" + string(rune('a'+i))), UID: "u"})
+		}
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fresh("team-a"), Name: "x", OwnerReferences: refs}}
+	}
+	var out []*corev1.ConfigMap
+	for range 2 {
+		o, err := tr(decoded())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o.(*corev1.ConfigMap))
+	}
+	a, b := out[0], out[1]
+	if unsafe.StringData(a.Namespace) != unsafe.StringData(b.Namespace) {
+		t.Error("two objects of one namespace hold two copies of its name")
+	}
+	for i := range a.OwnerReferences {
+		ra, rb := a.OwnerReferences[i], b.OwnerReferences[i]
+		if unsafe.StringData(ra.APIVersion) != unsafe.StringData(rb.APIVersion) || unsafe.StringData(ra.Kind) != unsafe.StringData(rb.Kind) {
+			t.Fatalf("ownerReference %d: apiVersion and kind not shared", i)
+		}
+		if ra.Name != rb.Name || ra.APIVersion != "operators.coreos.com/v1alpha1" || ra.Kind != "Subscription" {
+			t.Fatalf("ownerReference %d changed: %+v", i, ra)
+		}
+	}
+	if cap(a.OwnerReferences) != len(a.OwnerReferences) {
+		t.Errorf("ownerReferences: capacity %d for %d", cap(a.OwnerReferences), len(a.OwnerReferences))
 	}
 }

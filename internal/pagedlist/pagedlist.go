@@ -101,7 +101,9 @@ func (p *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOpt
 		if err != nil {
 			return nil, err
 		}
-		objs, err := meta.ExtractList(page)
+		// Each object in an allocation of its own: pointers into the page's Items would keep the
+		// whole array alive, with the spare capacity its decoding grew it by.
+		objs, err := meta.ExtractListWithAlloc(page)
 		if err != nil {
 			return nil, fmt.Errorf("reading a page of %T: %w", page, err)
 		}
