@@ -172,7 +172,7 @@ bench-large-subscriptions: binaries
 ## synced, first reconcile pass, first audit and back to serving after a kill, doctor's wall time,
 ## peak and pages, and the webhook's admission p50/p99 with 200 Subscriptions in a namespace.
 ## SCALE_BEFORE (a commit; empty to skip) is built by hack/build-ref.sh and measured in the same
-## run: by default the code before the controller's cache declarations (issue 32). About 60
+## run: by default the code before the controller's cache declarations (issue 32). About 25
 ## minutes; output in bench/scale.txt. SCALE_NAMESPACES=50 gives a quick rehearsal.
 SCALE_BEFORE ?= 31583c4
 SCALE_NAMESPACES ?= 2000
