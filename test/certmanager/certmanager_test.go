@@ -11,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/manifests"
@@ -59,6 +60,10 @@ func TestOverlayCertificateIssuedAndInjected(t *testing.T) {
 		}
 	}
 
+	// cert-manager's trigger ignores a lost Secret while it sees the Certificate's issuance in
+	// progress, and nothing requeues it after (its Secret and Certificate informers may lag each
+	// other under load): lose the Secret only once the issuance is over as the apiserver has it.
+	waitIssuanceDone(t, env.Client, "olmguard-webhook")
 	if err := env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secret.Namespace, Name: secret.Name}}); err != nil {
 		t.Fatal(err)
 	}
@@ -117,4 +122,33 @@ func parseCert(t *testing.T, pemBytes []byte) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// waitIssuanceDone waits until Certificate name is Ready at revision 1 or later with no issuance
+// in progress.
+func waitIssuanceDone(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	testenv.Eventually(t, "Certificate "+name+" issued, no issuance in progress", func(ctx context.Context) (bool, error) {
+		crt := &unstructured.Unstructured{}
+		crt.SetAPIVersion("cert-manager.io/v1")
+		crt.SetKind("Certificate")
+		if err := c.Get(ctx, client.ObjectKey{Namespace: olmguard.DefaultNamespace, Name: name}, crt); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if rev, _, _ := unstructured.NestedInt64(crt.Object, "status", "revision"); rev < 1 {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(crt.Object, "status", "conditions")
+		ready := false
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			switch {
+			case m["type"] == "Issuing" && m["status"] == "True":
+				return false, nil
+			case m["type"] == "Ready" && m["status"] == "True":
+				ready = true
+			}
+		}
+		return ready, nil
+	})
 }
