@@ -53,11 +53,20 @@ type ListerWatcher struct {
 
 	mu        sync.Mutex
 	transform toolscache.TransformFunc
+	// slots, when set, is a semaphore each page is read and trimmed under: a process that bounds
+	// how many pages of large objects it decodes at once shares it with other readers.
+	slots chan struct{}
 }
 
 // New wraps lw: its lists read pageSize objects at a time.
 func New(lw toolscache.ListerWatcher, pageSize int64) *ListerWatcher {
 	return &ListerWatcher{inner: toolscache.ToListerWatcherWithContext(lw), pageSize: pageSize}
+}
+
+// WithSlots makes every page be read and trimmed while holding one of slots.
+func (p *ListerWatcher) WithSlots(slots chan struct{}) *ListerWatcher {
+	p.slots = slots
+	return p
 }
 
 // SetTransform sets what each listed object is trimmed to before the next page is read. The
@@ -97,37 +106,54 @@ func (p *ListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOpt
 	opts.Limit = p.pageSize
 	out := &metav1.List{}
 	for {
-		page, err := p.inner.ListWithContext(ctx, opts)
+		next, rv, err := p.page(ctx, opts, transform, out)
 		if err != nil {
 			return nil, err
 		}
-		// Each object in an allocation of its own: pointers into the page's Items would keep the
-		// whole array alive, with the spare capacity its decoding grew it by.
-		objs, err := meta.ExtractListWithAlloc(page)
-		if err != nil {
-			return nil, fmt.Errorf("reading a page of %T: %w", page, err)
+		if next == "" {
+			out.ResourceVersion = rv
+			return out, nil
 		}
-		for _, o := range objs {
-			if transform != nil {
-				t, err := transform(o)
-				if err != nil {
-					return nil, err
-				}
-				if o, _ = t.(runtime.Object); o == nil {
-					return nil, fmt.Errorf("the cache's transform returned %T, not an object", t)
-				}
-			}
-			out.Items = append(out.Items, runtime.RawExtension{Object: o})
-		}
-		lm, err := meta.ListAccessor(page)
-		if err != nil {
-			return nil, err
-		}
-		if next := lm.GetContinue(); next != "" {
-			opts.Continue = next
-			continue
-		}
-		out.ResourceVersion = lm.GetResourceVersion()
-		return out, nil
+		opts.Continue = next
 	}
+}
+
+// page reads one page (holding a slot when there are slots), appends its trimmed objects to out
+// and returns its continue token and resourceVersion.
+func (p *ListerWatcher) page(ctx context.Context, opts metav1.ListOptions, transform toolscache.TransformFunc, out *metav1.List) (string, string, error) {
+	if p.slots != nil {
+		select {
+		case p.slots <- struct{}{}:
+			defer func() { <-p.slots }()
+		case <-ctx.Done():
+			return "", "", ctx.Err()
+		}
+	}
+	page, err := p.inner.ListWithContext(ctx, opts)
+	if err != nil {
+		return "", "", err
+	}
+	// Each object in an allocation of its own: pointers into the page's Items would keep the
+	// whole array alive, with the spare capacity its decoding grew it by.
+	objs, err := meta.ExtractListWithAlloc(page)
+	if err != nil {
+		return "", "", fmt.Errorf("reading a page of %T: %w", page, err)
+	}
+	for _, o := range objs {
+		if transform != nil {
+			t, err := transform(o)
+			if err != nil {
+				return "", "", err
+			}
+			if o, _ = t.(runtime.Object); o == nil {
+				return "", "", fmt.Errorf("the cache's transform returned %T, not an object", t)
+			}
+		}
+		out.Items = append(out.Items, runtime.RawExtension{Object: o})
+	}
+	lm, err := meta.ListAccessor(page)
+	if err != nil {
+		return "", "", err
+	}
+	return lm.GetContinue(), lm.GetResourceVersion(), nil
 }

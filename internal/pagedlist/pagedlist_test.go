@@ -139,3 +139,21 @@ func TestInformerHandsItsTransformToTheList(t *testing.T) {
 		t.Error("page size 0 should leave client-go's informer as it is")
 	}
 }
+
+// TestListWaitsForASlot: with slots, a page is read only while holding one; fails when the list
+// reads regardless of them.
+func TestListWaitsForASlot(t *testing.T) {
+	trimmed := 0
+	src := &pages{n: 3, trimmed: &trimmed}
+	slots := make(chan struct{}, 1)
+	slots <- struct{}{} // another reader holds the only slot
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := New(src, 2).WithSlots(slots).ListWithContext(ctx, metav1.ListOptions{}); err == nil || len(src.requests) != 0 {
+		t.Fatalf("error %v after %d requests, want the context's error and none read without a slot", err, len(src.requests))
+	}
+	<-slots
+	if _, err := New(src, 2).WithSlots(slots).ListWithContext(context.Background(), metav1.ListOptions{}); err != nil || len(slots) != 0 {
+		t.Fatalf("error %v, %d slots still held, want the list read and every slot given back", err, len(slots))
+	}
+}

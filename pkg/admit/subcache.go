@@ -1,17 +1,14 @@
 package admit
 
 import (
-	"context"
-	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/internal/pagedlist"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
@@ -59,73 +56,10 @@ func WithSubscriptionCache(o cache.Options) cache.Options {
 // client-go's informer unchanged.
 func NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	if _, ok := obj.(*v1alpha1.Subscription); ok {
-		lw = &pagedSubscriptions{inner: toolscache.ToListerWatcherWithContext(lw), pageSize: DefaultCachePageSize}
+		// Each page holds a page slot, as a lookup does (pageSlots).
+		paged := pagedlist.New(lw, DefaultCachePageSize).WithSlots(pageSlots)
+		paged.SetTransform(TrimSubscription)
+		lw = paged
 	}
 	return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
-}
-
-// pagedSubscriptions lists Subscriptions a page at a time, trimming each page, and watches as
-// its inner ListerWatcher does.
-type pagedSubscriptions struct {
-	inner    toolscache.ListerWatcherWithContext
-	pageSize int64
-}
-
-// IsWatchListSemanticsUnSupported keeps the reflector on the paged list below rather than a
-// watch-list stream: the stream's bound depends on the apiserver's features, the list's does not.
-func (p *pagedSubscriptions) IsWatchListSemanticsUnSupported() bool { return true }
-
-func (p *pagedSubscriptions) List(opts metav1.ListOptions) (runtime.Object, error) {
-	return p.ListWithContext(context.Background(), opts)
-}
-
-func (p *pagedSubscriptions) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	return p.inner.WatchWithContext(context.Background(), opts)
-}
-
-func (p *pagedSubscriptions) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return p.inner.WatchWithContext(ctx, opts)
-}
-
-// ListWithContext reads every page consistently (no resourceVersion: "0" would make the
-// apiserver ignore the limit; the continue token keeps later pages at the first one's snapshot)
-// and returns one list of trimmed Subscriptions at that snapshot's resourceVersion.
-func (p *pagedSubscriptions) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	opts.ResourceVersion, opts.ResourceVersionMatch, opts.Continue = "", "", ""
-	opts.Limit = p.pageSize
-	out := &v1alpha1.SubscriptionList{}
-	for {
-		next, err := p.page(ctx, opts, out)
-		if err != nil {
-			return nil, err
-		}
-		if next == "" {
-			return out, nil
-		}
-		opts.Continue = next
-	}
-}
-
-// page reads one page, holding a page slot as a lookup does, and appends its trimmed items.
-func (p *pagedSubscriptions) page(ctx context.Context, opts metav1.ListOptions, out *v1alpha1.SubscriptionList) (string, error) {
-	select {
-	case pageSlots <- struct{}{}:
-		defer func() { <-pageSlots }()
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-	obj, err := p.inner.ListWithContext(ctx, opts)
-	if err != nil {
-		return "", err
-	}
-	list, ok := obj.(*v1alpha1.SubscriptionList)
-	if !ok {
-		return "", fmt.Errorf("listing Subscriptions returned %T", obj)
-	}
-	for i := range list.Items {
-		v, _ := TrimSubscription(&list.Items[i])
-		out.Items = append(out.Items, *v.(*v1alpha1.Subscription))
-	}
-	out.ResourceVersion = list.ResourceVersion
-	return list.Continue, nil
 }
