@@ -11,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/olmguard/olmguard/test/procs"
 )
 
 // Container is one running container of a pod on the node, found through its cgroup.
@@ -55,35 +57,12 @@ func ContainerOf(pod *corev1.Pod, name string) (*Container, error) {
 
 // WorkingSet is the container's memory working set as the kubelet reports it (and an OOM kill
 // judges it): usage less the inactive file cache, which the kernel reclaims first.
-func (c *Container) WorkingSet() (int64, error) {
-	usageFile, statKey := "memory.usage_in_bytes", "total_inactive_file"
-	if c.v2 {
-		usageFile, statKey = "memory.current", "inactive_file"
-	}
-	usage, err := readInt(filepath.Join(c.memory, usageFile))
-	if err != nil {
-		return 0, err
-	}
-	stat, err := os.ReadFile(filepath.Join(c.memory, "memory.stat"))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(stat), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == statKey {
-			inactive, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("%s in %s: %w", statKey, c.memory, err)
-			}
-			return max(usage-inactive, 0), nil
-		}
-	}
-	return usage, nil
-}
+func (c *Container) WorkingSet() (int64, error) { return procs.CgroupWorkingSet(c.memory, c.v2) }
 
 // CPUTime is the CPU time the container's processes have used so far.
 func (c *Container) CPUTime() (time.Duration, error) {
 	if !c.v2 {
-		ns, err := readInt(filepath.Join("/sys/fs/cgroup/cpuacct", c.rel, "cpuacct.usage"))
+		ns, err := procs.ReadCgroupInt(filepath.Join("/sys/fs/cgroup/cpuacct", c.rel, "cpuacct.usage"))
 		return time.Duration(ns), err
 	}
 	stat, err := os.ReadFile(filepath.Join(c.memory, "cpu.stat"))
@@ -121,16 +100,4 @@ func (c *Container) Kill() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	return v, nil
 }

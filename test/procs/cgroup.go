@@ -63,25 +63,31 @@ func (g *MemCgroup) Wrap(binDir, bin string) (string, error) {
 }
 
 // WorkingSet is the cgroup's usage less its inactive file cache, as the kubelet computes it.
-func (g *MemCgroup) WorkingSet() (int64, error) {
-	usage, err := readInt(filepath.Join(g.dir, "memory.usage_in_bytes"))
+func (g *MemCgroup) WorkingSet() (int64, error) { return CgroupWorkingSet(g.dir, false) }
+
+// CgroupWorkingSet is the working set of the memory cgroup at dir as the kubelet reports it (and
+// an OOM kill judges it): usage less the inactive file cache, which the kernel reclaims first.
+// v2 reads cgroup v2's files, else v1's.
+func CgroupWorkingSet(dir string, v2 bool) (int64, error) {
+	usageFile, statKey := "memory.usage_in_bytes", "total_inactive_file"
+	if v2 {
+		usageFile, statKey = "memory.current", "inactive_file"
+	}
+	usage, err := ReadCgroupInt(filepath.Join(dir, usageFile))
 	if err != nil {
 		return 0, err
 	}
-	stat, err := os.ReadFile(filepath.Join(g.dir, "memory.stat"))
+	stat, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(stat), "\n") {
-		if v, ok := strings.CutPrefix(line, "total_inactive_file "); ok {
-			inactive, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if k, v, ok := strings.Cut(line, " "); ok && k == statKey {
+			inactive, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return 0, err
+				return 0, fmt.Errorf("%s in %s: %w", statKey, dir, err)
 			}
-			if inactive > usage {
-				return 0, nil
-			}
-			return usage - inactive, nil
+			return max(usage-inactive, 0), nil
 		}
 	}
 	return usage, nil
@@ -89,7 +95,7 @@ func (g *MemCgroup) WorkingSet() (int64, error) {
 
 // PeakUsage is the cgroup's highest usage (page cache included) since it was created.
 func (g *MemCgroup) PeakUsage() (int64, error) {
-	return readInt(filepath.Join(g.dir, "memory.max_usage_in_bytes"))
+	return ReadCgroupInt(filepath.Join(g.dir, "memory.max_usage_in_bytes"))
 }
 
 // Sample reads the working set every interval until Stop, keeping its highest value: the cgroup
@@ -138,10 +144,15 @@ func (g *MemCgroup) PeakWorkingSet() int64 {
 // Remove deletes the cgroup once its processes are gone.
 func (g *MemCgroup) Remove() { _ = os.Remove(g.dir) }
 
-func readInt(path string) (int64, error) {
+// ReadCgroupInt reads a cgroup file holding one integer.
+func ReadCgroupInt(path string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }
