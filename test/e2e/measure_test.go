@@ -12,13 +12,10 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -138,10 +135,7 @@ func TestMeasureControllerMemory(t *testing.T) {
 	t.Logf("%d CSVs of %d KB created in %s", csvs, len(desc)>>10, time.Since(start).Round(time.Second))
 	start = time.Now()
 	err = parallel(jobs, 8, func(i int) error {
-		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "mem-jobs", Name: fmt.Sprintf("job-%d", i)},
-			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}}}
-		return fast.Create(ctx, j)
+		return fast.Create(ctx, scenario.SuspendedJob("mem-jobs", fmt.Sprintf("job-%d", i)))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +143,7 @@ func TestMeasureControllerMemory(t *testing.T) {
 	t.Logf("%d suspended Jobs created in %s", jobs, time.Since(start).Round(time.Second))
 	start = time.Now()
 	err = parallel(pods, 8, func(i int) error {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "mem-pods", Name: fmt.Sprintf("pod-%d", i)},
-			Spec: corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
-		return fast.Create(ctx, p)
+		return fast.Create(ctx, scenario.UnscheduledPod("mem-pods", fmt.Sprintf("pod-%d", i)))
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -24,18 +24,17 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/scenario"
 )
 
 // The cluster the benchmark builds (issue 32): per namespace one operator of its own (an original
@@ -219,13 +218,10 @@ func (s *scaleSeed) base() {
 		return nil
 	})
 	s.run("Jobs", scaleJobs, func(i int) error {
-		return s.c.Create(s.ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: scaleNS(i % s.namespaces), Name: fmt.Sprintf("job-%d", i)},
-			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}}})
+		return s.c.Create(s.ctx, scenario.SuspendedJob(scaleNS(i%s.namespaces), fmt.Sprintf("job-%d", i)))
 	})
 	s.run("Pods", scalePods, func(i int) error {
-		return s.c.Create(s.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: scaleNS(i % s.namespaces), Name: fmt.Sprintf("pod-%d", i)},
-			Spec: corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}})
+		return s.c.Create(s.ctx, scenario.UnscheduledPod(scaleNS(i%s.namespaces), fmt.Sprintf("pod-%d", i)))
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -85,4 +86,18 @@ func LargeSubscription(ns, name, pkg, approval string) *unstructured.Unstructure
 		"metadata": map[string]any{"namespace": ns, "name": name},
 		"spec": map[string]any{"name": pkg, "source": "cat", "sourceNamespace": ns, "channel": "stable",
 			"installPlanApproval": approval, "config": map[string]any{"env": env}}}}
+}
+
+// SuspendedJob is a Job that never runs: load for a cache of Jobs (the scale measurements).
+func SuspendedJob(ns, name string) *batchv1.Job {
+	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}}}
+}
+
+// UnscheduledPod is a Pod bound to a node that does not exist, so nothing runs it: load for a
+// cache of Pods (the scale measurements).
+func UnscheduledPod(ns, name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
 }
