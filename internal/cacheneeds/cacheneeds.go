@@ -155,10 +155,15 @@ func shareStrings(obj client.Object) {
 	if len(refs) == 0 {
 		return
 	}
-	sized := make([]metav1.OwnerReference, len(refs))
-	for i, r := range refs {
-		r.APIVersion, r.Kind = Intern(r.APIVersion), Intern(r.Kind)
-		sized[i] = r
+	// The transform runs on each listed page and again as the informer stores the object: the
+	// second time the references are sized already and are kept, not copied again.
+	sized := refs
+	if cap(refs) != len(refs) {
+		sized = make([]metav1.OwnerReference, len(refs))
+		copy(sized, refs)
+	}
+	for i := range sized {
+		sized[i].APIVersion, sized[i].Kind = Intern(sized[i].APIVersion), Intern(sized[i].Kind)
 	}
 	obj.SetOwnerReferences(sized)
 }
