@@ -140,15 +140,18 @@ func Transform(labelKeys, annotationKeys []string, trim func(client.Object) clie
 		if trim != nil {
 			obj = trim(obj)
 		}
+		obj.SetLabels(ShareMap(obj.GetLabels()))
+		obj.SetAnnotations(ShareMap(obj.GetAnnotations()))
 		return obj, nil
 	}
 }
 
 // shareStrings makes the strings that repeat across a kind's objects one copy each (the namespace,
-// and each ownerReference's apiVersion and kind), and sizes the ownerReferences to their number.
-// The decoder allocates every string anew: on a cluster of 2,000 namespaces, where OLM owns each
-// InstallPlan by every Subscription of its namespace, 20,000 plans carry 200,000 references
-// (docs/performance.md, "A cluster of 2,000 namespaces").
+// and each ownerReference's apiVersion and kind), and an object's ownerReferences one copy for
+// every object with the same ones (ShareOwnerReferences). The decoder allocates every string
+// anew: on a cluster of 2,000 namespaces, where OLM owns each InstallPlan by every Subscription
+// of its namespace, 20,000 plans carry 200,000 references (docs/performance.md, "A cluster of
+// 2,000 namespaces").
 func shareStrings(obj client.Object) {
 	obj.SetNamespace(Intern(obj.GetNamespace()))
 	refs := obj.GetOwnerReferences()
@@ -156,16 +159,8 @@ func shareStrings(obj client.Object) {
 		return
 	}
 	// The transform runs on each listed page and again as the informer stores the object: the
-	// second time the references are sized already and are kept, not copied again.
-	sized := refs
-	if cap(refs) != len(refs) {
-		sized = make([]metav1.OwnerReference, len(refs))
-		copy(sized, refs)
-	}
-	for i := range sized {
-		sized[i].APIVersion, sized[i].Kind = Intern(sized[i].APIVersion), Intern(sized[i].Kind)
-	}
-	obj.SetOwnerReferences(sized)
+	// second time the references are shared already, and the table returns them unchanged.
+	obj.SetOwnerReferences(ShareOwnerReferences(refs))
 }
 
 // Intern returns the one shared copy of s (package unique: a copy no object uses any more is
@@ -204,21 +199,37 @@ func MetadataOnly(obj client.Object) client.Object {
 }
 
 // Keep returns the entries of m whose key is one of keys, or starts with one of them that ends in
-// "/"; nil when none is left.
+// "/"; nil when none is left, and m itself when every entry is kept (the transform runs twice on
+// each listed object: the second time allocates nothing).
 func Keep(m map[string]string, keys []string) map[string]string {
-	var out map[string]string
+	kept := 0
+	for k := range m {
+		if wanted(k, keys) {
+			kept++
+		}
+	}
+	switch kept {
+	case 0:
+		return nil
+	case len(m):
+		return m
+	}
+	out := make(map[string]string, kept)
 	for k, v := range m {
-		for _, want := range keys {
-			if k == want || (strings.HasSuffix(want, "/") && strings.HasPrefix(k, want)) {
-				if out == nil {
-					out = map[string]string{}
-				}
-				out[k] = v
-				break
-			}
+		if wanted(k, keys) {
+			out[k] = v
 		}
 	}
 	return out
+}
+
+func wanted(k string, keys []string) bool {
+	for _, want := range keys {
+		if k == want || (strings.HasSuffix(want, "/") && strings.HasPrefix(k, want)) {
+			return true
+		}
+	}
+	return false
 }
 
 func keys(m map[string]bool) []string {

@@ -1,6 +1,7 @@
 package cacheneeds_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -140,5 +142,75 @@ func TestTransformSharesRepeatedStrings(t *testing.T) {
 	}
 	if cap(a.OwnerReferences) != len(a.OwnerReferences) {
 		t.Errorf("ownerReferences: capacity %d for %d", cap(a.OwnerReferences), len(a.OwnerReferences))
+	}
+}
+
+// TestTransformSharesRepeatedValues: the ten InstallPlans of a namespace, all owned by the same
+// Subscriptions, hold one list of references between them, and the copies of one operator one
+// labels map and one annotations map. Fails without ShareOwnerReferences and ShareMap: each
+// object holds its own (on a cluster of 2,000 namespaces, 200,000 references and 40,000 maps).
+func TestTransformSharesRepeatedValues(t *testing.T) {
+	tr := cacheneeds.Transform([]string{"olm.copiedFrom"}, []string{"olm.operatorNamespace"}, nil)
+	fresh := func(s string) string { return string([]byte(s)) }
+	decoded := func(name string) *corev1.ConfigMap {
+		var refs []metav1.OwnerReference
+		for i := range 10 {
+			refs = append(refs, metav1.OwnerReference{APIVersion: fresh("operators.coreos.com/v1alpha1"), Kind: fresh("Subscription"),
+				Name: fresh("sub-" + string(rune('a'+i))), UID: types.UID(fresh("uid-" + string(rune('a'+i))))})
+		}
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, OwnerReferences: refs,
+			Labels:      map[string]string{"olm.copiedFrom": fresh("operators"), "dropped": "x"},
+			Annotations: map[string]string{"olm.operatorNamespace": fresh("operators"), "alm-examples": "[]"}}}
+	}
+	var out []*corev1.ConfigMap
+	for _, name := range []string{"plan-1", "plan-2"} {
+		o, err := tr(decoded(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The informer runs the transform a second time on what the page's transform returned.
+		if o, err = tr(o); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o.(*corev1.ConfigMap))
+	}
+	a, b := out[0], out[1]
+	if &a.OwnerReferences[0] != &b.OwnerReferences[0] {
+		t.Error("two objects with the same owners hold two lists of references")
+	}
+	if reflect.ValueOf(a.Labels).Pointer() != reflect.ValueOf(b.Labels).Pointer() ||
+		reflect.ValueOf(a.Annotations).Pointer() != reflect.ValueOf(b.Annotations).Pointer() {
+		t.Error("two objects with the same labels and annotations hold a map each")
+	}
+	if a.Name != "plan-1" || b.Name != "plan-2" || len(a.OwnerReferences) != 10 || a.OwnerReferences[9].Name != "sub-j" ||
+		!reflect.DeepEqual(a.Labels, map[string]string{"olm.copiedFrom": "operators"}) ||
+		!reflect.DeepEqual(a.Annotations, map[string]string{"olm.operatorNamespace": "operators"}) {
+		t.Fatalf("shared values changed the objects: %+v", a.ObjectMeta)
+	}
+	// Other owners, other list.
+	c := decoded("plan-3")
+	c.OwnerReferences[0].UID = "other"
+	o, err := tr(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.(*corev1.ConfigMap).OwnerReferences; &got[0] == &a.OwnerReferences[0] || got[0].UID != "other" {
+		t.Errorf("a plan with other owners got the shared list: %+v", got[0])
+	}
+}
+
+// Keep allocates nothing when every entry is kept: the transform's second pass over each listed
+// object. Fails without the check: a new map per object and pass.
+func TestKeepReusesAMapItKeepsWhole(t *testing.T) {
+	m := map[string]string{"olm.copiedFrom": "operators", "olmguard.io/x": "1"}
+	keys := []string{"olm.copiedFrom", "olmguard.io/"}
+	if allocs := testing.AllocsPerRun(100, func() { cacheneeds.Keep(m, keys) }); allocs != 0 {
+		t.Errorf("Keep of a map kept whole: %v allocations", allocs)
+	}
+	if got := cacheneeds.Keep(m, []string{"olm.copiedFrom"}); !reflect.DeepEqual(got, map[string]string{"olm.copiedFrom": "operators"}) {
+		t.Errorf("Keep = %v", got)
+	}
+	if got := cacheneeds.Keep(m, []string{"other"}); got != nil {
+		t.Errorf("Keep of nothing = %v, want nil", got)
 	}
 }
