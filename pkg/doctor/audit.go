@@ -99,14 +99,18 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	var subs []v1alpha1.Subscription
 	var plans []v1alpha1.InstallPlan
 	okSubs := a.list(ctx, "Subscriptions", "F1, F2", &v1alpha1.SubscriptionList{}, func(l client.ObjectList) {
-		for _, s := range l.(*v1alpha1.SubscriptionList).Items {
-			subs = append(subs, trimMetadata(s))
+		items := l.(*v1alpha1.SubscriptionList).Items
+		for i := range items {
+			items[i] = trimMetadata(items[i])
 		}
+		subs = adopt(subs, items)
 	}, client.Limit(o.SubscriptionPageSize))
 	okPlans := a.list(ctx, "InstallPlans", "F1, F2", &v1alpha1.InstallPlanList{}, func(l client.ObjectList) {
-		for _, p := range l.(*v1alpha1.InstallPlanList).Items {
-			plans = append(plans, TrimInstallPlan(p))
+		items := l.(*v1alpha1.InstallPlanList).Items
+		for i := range items {
+			items[i] = TrimInstallPlan(items[i])
 		}
+		plans = adopt(plans, items)
 	})
 	if okSubs && okPlans {
 		r.Findings = append(r.Findings, CheckInstallPlans(plans, subs)...)
@@ -356,6 +360,16 @@ func (a *auditor) packageServer(ctx context.Context) (*APIService, bool) {
 	return &APIService{Name: u.GetName(), Service: obj.Spec.Service, Conditions: obj.Status.Conditions}, true
 }
 
+// adopt appends a listed page's items to kept, and keeps the page's own array when it is the
+// first: the controller's audit lists Subscriptions and InstallPlans from its cache in one page
+// (20,000 of each on a cluster of 2,000 namespaces), which a copy would hold twice.
+func adopt[T any](kept, items []T) []T {
+	if kept == nil {
+		return items
+	}
+	return append(kept, items...)
+}
+
 // TrimCSV is what an audit keeps of a listed CSV: no spec, no managed fields, and only the
 // annotations a check reads. alm-examples alone is often 10 to 100 KB; kept for every CSV of a
 // cluster it would be most of doctor's memory.
@@ -384,7 +398,9 @@ func trimMetadata[T any, PT interface {
 func TrimInstallPlan(p v1alpha1.InstallPlan) v1alpha1.InstallPlan {
 	p = trimMetadata(p)
 	for _, st := range p.Status.Plan { // the listed page's own steps: it is dropped after
-		if st != nil {
+		// Written only when set: the controller's audit lists plans from its cache, shared
+		// with the reconcilers, where manifests are dropped already (cacheneeds.InstallPlanView).
+		if st != nil && st.Resource.Manifest != "" {
 			st.Resource.Manifest = ""
 		}
 	}

@@ -121,7 +121,7 @@ func CatalogPods(o catalogpods.Options) controller.Setup {
 // OLMAudit runs doctor's checks every interval and exports their findings as metrics, so that
 // the failures olmguard cannot heal alone can be alerted on.
 func OLMAudit(o olmaudit.Options) controller.Setup {
-	return controller.Setup{Name: olmaudit.Name, Add: func(mgr manager.Manager) error { return olmaudit.Add(mgr, o) }}
+	return controller.Setup{Name: olmaudit.Name, Cache: olmaudit.CacheNeeds(), Add: func(mgr manager.Manager) error { return olmaudit.Add(mgr, o) }}
 }
 
 // userList is a comma-separated list flag.

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/internal/printable"
@@ -61,13 +62,18 @@ func auditOptions() doctor.Options {
 	return o
 }
 
-// Auditor runs the audit on the leader, at once and then every Interval.
+// Auditor runs the audit on the leader, once the reconcilers' first pass is done (Idle) and then
+// every Interval.
 type Auditor struct {
-	// Reader reads live: the audit's kinds are not cached by the controller (most of them are
-	// read nowhere else), and one paged list per interval costs less than keeping them.
+	// Reader reads Subscriptions and InstallPlans from the manager's cache (CacheNeeds) and the
+	// other kinds live: most are read nowhere else, and one paged list per interval costs less
+	// than keeping them.
 	Reader   client.Reader
 	Interval time.Duration
 	Options  doctor.Options
+	// Idle, when set, reports whether the reconcilers are idle: the first audit waits for it
+	// (QueuesIdle, at most firstAuditWait).
+	Idle func() bool
 	// known and skipped are the last audit's findings and skipped checks, so that each is
 	// logged once, when it appears.
 	known, skipped map[string]bool
@@ -75,7 +81,8 @@ type Auditor struct {
 
 // Add registers the auditor with mgr, as a leader-only runnable.
 func Add(mgr manager.Manager, o Options) error {
-	return mgr.Add(&Auditor{Reader: mgr.GetAPIReader(), Interval: o.Interval, Options: auditOptions()})
+	return mgr.Add(&Auditor{Reader: cachedReader{Reader: mgr.GetAPIReader(), Cache: mgr.GetCache()}, Interval: o.Interval, Options: auditOptions(),
+		Idle: QueuesIdle(ctrlmetrics.Registry)})
 }
 
 // NeedLeaderElection: one replica audits, so the gauges of only one replica are set.
@@ -88,6 +95,9 @@ func (a *Auditor) Start(ctx context.Context) error {
 	metrics.AuditRuns.WithLabelValues(resultSuccess)
 	metrics.AuditRuns.WithLabelValues(resultError)
 	metrics.AuditInterval.Set(a.Interval.Seconds())
+	if a.Idle != nil {
+		waitIdle(ctx, a.Idle, idlePoll, firstAuditWait)
+	}
 	t := time.NewTicker(a.Interval)
 	defer t.Stop()
 	for {
