@@ -7,7 +7,6 @@ import (
 	"flag"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,9 +26,7 @@ func main() {
 	// The controller's heap is mostly its caches; at Go's default GOGC=100 the garbage of decoding
 	// large objects (CSVs of hundreds of kilobytes) sets its peak memory, which GOGC=50 lowers
 	// (docs/performance.md). An explicit GOGC still wins.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(50)
-	}
+	memlimit.DefaultGCPercent(50)
 	// Without GOMEMLIMIT, 90% of the container's cgroup memory limit; an explicit one wins.
 	memory = memlimit.Apply()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

@@ -247,3 +247,17 @@ func readSmall(root fs.FS, name string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// GCPercentEnv is the variable that, when set, decides the collector's pace alone.
+const GCPercentEnv = "GOGC"
+
+// DefaultGCPercent sets the collector's pace to percent unless GOGC is set: for the binaries whose
+// heap is mostly lists they read (the controller's caches, doctor's audit), Go's default of 100
+// lets the garbage of decoding them double the peak. It reports whether it set the pace.
+func DefaultGCPercent(percent int) bool {
+	if os.Getenv(GCPercentEnv) != "" {
+		return false
+	}
+	debug.SetGCPercent(percent)
+	return true
+}

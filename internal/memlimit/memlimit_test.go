@@ -181,3 +181,22 @@ func TestApplyLeavesAnExplicitLimit(t *testing.T) {
 		t.Errorf("the runtime's memory limit changed from %d to %d", before, after)
 	}
 }
+
+// DefaultGCPercent sets the pace only when GOGC is unset: an operator's GOGC always wins.
+func TestDefaultGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv(GCPercentEnv, "")
+	if !DefaultGCPercent(37) {
+		t.Fatal("GOGC unset: pace not set")
+	}
+	if got := debug.SetGCPercent(100); got != 37 {
+		t.Errorf("pace %d, want 37", got)
+	}
+	t.Setenv(GCPercentEnv, "200")
+	if DefaultGCPercent(37) {
+		t.Error("GOGC=200: pace set anyway")
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC=200: pace changed to %d", got)
+	}
+}
