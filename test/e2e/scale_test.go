@@ -52,6 +52,9 @@ const (
 	scaleAdmissions      = 200 // per kind and mode
 )
 
+// envScaleFillOnly=1 fills the cluster and stops before any measurement.
+const envScaleFillOnly = "OLMGUARD_SCALE_FILL_ONLY"
+
 func scaleNamespaces() int {
 	if n, err := strconv.Atoi(os.Getenv("OLMGUARD_SCALE_NAMESPACES")); err == nil && n > 0 {
 		return n
@@ -87,6 +90,14 @@ func TestMeasureScale(t *testing.T) {
 	}
 	t.Logf("RESULT scale cluster: %d namespaces, %d original CSVs, %d copied CSVs, %d Subscriptions, %d InstallPlans, %d Jobs, %d Pods, alm-examples %d KB on every CSV",
 		namespaces, namespaces+scaleGlobalOperators, namespaces, namespaces*scaleSubsPerNS, namespaces*scaleSubsPerNS, scaleJobs, scalePods, scaleExampleBytes>>10)
+	if os.Getenv(envScaleFillOnly) == "1" {
+		// For profiling by hand: fill the whole cluster, measure nothing (with
+		// OLMGUARD_KEEP_CLUSTER=1 the cluster stays, its kubeconfig printed).
+		s.copies(1, scaleGlobalOperators)
+		s.globalSubscriptions()
+		t.Logf("scale cluster filled: %d copied CSVs; %s=1, nothing measured", namespaces*scaleGlobalOperators, envScaleFillOnly)
+		return
+	}
 	for _, b := range builds {
 		measureControllerAtScale(t, ctx, c, b, namespaces, scaleRun{})
 		measureDoctorAtScale(t, ctx, c, b, namespaces)
