@@ -90,7 +90,7 @@ func NewRotator(c client.Client, o Options) (*Rotator, error) {
 	if c == nil {
 		return nil, errors.New("certs: a client is required")
 	}
-	if err := o.Spec.Validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	if o.SecretName == "" {

@@ -12,8 +12,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -275,6 +273,3 @@ func setDefaultRepository(ch *chart.Chart, repo string) error {
 	}
 	return errors.New("the chart has no values.yaml")
 }
-
-// files' paths, for Generate: the chart's own files under Dir.
-func chartPath(name string) string { return path.Join(Dir, filepath.ToSlash(name)) }

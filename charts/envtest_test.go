@@ -55,6 +55,7 @@ func TestAgainstAPIServer(t *testing.T) {
 				kinds := map[string]int{}
 				for _, o := range objs {
 					u := o.DeepCopy()
+					//nolint:staticcheck // server-side apply as kubectl does it; Client.Apply takes no field validation
 					err := c.Patch(ctx, u, client.Apply, client.DryRunAll, client.FieldOwner("olmguard-chart-test"),
 						client.ForceOwnership, client.FieldValidation(metav1.FieldValidationStrict))
 					if err != nil {

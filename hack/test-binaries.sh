@@ -8,6 +8,7 @@
 #   hack/test-binaries.sh build   build what is missing, then print the bin directory
 #   hack/test-binaries.sh dir     print the bin directory (nothing is built)
 #   hack/test-binaries.sh kubelet build the kubelet and kubectl if missing, then print the kubelet's path
+#   hack/test-binaries.sh golangci-lint  build golangci-lint if missing, then print its path
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -114,6 +115,19 @@ build_promtool() {
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 
+# golangci-lint for make lint, at the version pinned like the test binaries' (.golangci.yml says
+# which linters run).
+build_golangci_lint() {
+  local out="$cache/bin/golangci-lint-$GOLANGCI_LINT_VERSION" dir="$cache/build/golangci-lint-$GOLANGCI_LINT_VERSION"
+  [ -x "$out/golangci-lint" ] && return 0
+  scratch_module "$dir" "github.com/golangci/golangci-lint/v2 $GOLANGCI_LINT_VERSION"
+  mkdir -p "$out.tmp"
+  (cd "$dir" && timed "golangci-lint $GOLANGCI_LINT_VERSION" env GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 \
+    go build -trimpath -ldflags "-s -w -X main.version=${GOLANGCI_LINT_VERSION#v}" -o "$out.tmp/golangci-lint" \
+      github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
 link_all() {
   mkdir -p "$bindir"
   local f
@@ -145,5 +159,12 @@ case "${1:-build}" in
     build_kubelet
     echo "$cache/bin/kubelet-$KUBE_VERSION/kubelet"
     ;;
-  *) echo "usage: $0 build|dir|kubelet" >&2; exit 2 ;;
+  golangci-lint)
+    mkdir -p "$cache"
+    exec 9>"$cache/.build.lock"
+    flock 9
+    build_golangci_lint
+    echo "$cache/bin/golangci-lint-$GOLANGCI_LINT_VERSION/golangci-lint"
+    ;;
+  *) echo "usage: $0 build|dir|kubelet|golangci-lint" >&2; exit 2 ;;
 esac

@@ -38,8 +38,8 @@ func main() {
 	}
 	if err == nil {
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer cancel()
 		err = release.Build(ctx, o)
+		cancel()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dist:", err)

@@ -21,11 +21,11 @@ func main() {
 	arch := flag.String("arch", "", "GOARCH of the binaries (default: this machine's)")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
 	root, err := testbin.RepoRoot()
 	if err == nil {
 		err = image.Build(ctx, image.Olmguard, image.Options{Root: root, Name: *name, Arch: *arch, Out: *out, Log: os.Stderr})
 	}
+	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)

@@ -147,14 +147,14 @@ func shellWords(s string) ([]string, error) {
 	inWord := false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		switch {
-		case c == ' ' || c == '\t':
+		switch c {
+		case ' ', '\t':
 			if inWord {
 				words = append(words, w.String())
 				w.Reset()
 				inWord = false
 			}
-		case c == '\'' || c == '"':
+		case '\'', '"':
 			inWord = true
 			j := i + 1
 			for ; j < len(s) && s[j] != c; j++ {

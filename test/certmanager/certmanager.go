@@ -72,6 +72,7 @@ func InstallCRDs(t *testing.T, c client.Client) {
 	for _, crd := range crds {
 		crd = crd.DeepCopy()
 		crd.SetManagedFields(nil)
+		//nolint:staticcheck // server-side apply as kubectl does it; Client.Apply takes no field validation
 		if err := c.Patch(ctx, crd, client.Apply, client.FieldOwner("olmguard-test"), client.ForceOwnership); err != nil {
 			t.Fatalf("applying cert-manager CRD %s: %v", crd.GetName(), err)
 		}

@@ -40,6 +40,7 @@ func TestOverlayCertificateIssuedAndInjected(t *testing.T) {
 		switch o.GetKind() {
 		case "Namespace", "Issuer", "Certificate", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
 			o.SetManagedFields(nil)
+			//nolint:staticcheck // server-side apply as kubectl does it; Client.Apply takes no field validation
 			if err := env.Client.Patch(ctx, o, client.Apply, client.FieldOwner("olmguard-test"), client.ForceOwnership); err != nil {
 				t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
 			}

@@ -64,7 +64,7 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	if err != nil {
 		return rows, err
 	}
-	defer c.Stop()
+	defer stopped("stopping the real-OLM cluster", c.Stop)
 	o, err := realolm.StartOLM(ctx, c, realolm.Version, realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta)
 	if err != nil {
 		return rows, err
@@ -195,7 +195,7 @@ func (d *demo) realF4(ctx context.Context, bin string) (stock, guarded string, e
 	if err != nil {
 		return "", "", err
 	}
-	defer u.C.Stop()
+	defer stopped("stopping the upgrade cluster", u.C.Stop)
 	csv := realolm.Zeta.CSVName(realolm.Zeta.Versions[0])
 	first, err := u.InstallZeta(ctx, "demo-f4-first")
 	if err == nil {
@@ -272,7 +272,7 @@ func (d *demo) realUnpackRetry(ctx context.Context, bin string) (stock, guarded 
 	if err != nil {
 		return "", "", err
 	}
-	defer u.C.Stop()
+	defer stopped("stopping the upgrade cluster", u.C.Stop)
 	err = u.StillStuck(ctx, stockStuckFor)
 	done()
 	if err != nil {

@@ -43,6 +43,7 @@ func serverSideApply(ctx context.Context, c client.Client, obj *unstructured.Uns
 func plainApply(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
 	obj = obj.DeepCopy()
 	obj.SetManagedFields(nil)
+	//nolint:staticcheck // server-side apply as kubectl does it; Client.Apply takes no field validation
 	return c.Patch(ctx, obj, client.Apply, client.FieldOwner("kubectl"), client.FieldValidation("Strict"))
 }
 

@@ -346,7 +346,9 @@ func measureControllerAtScale(t *testing.T, ctx context.Context, c *cluster.Clus
 	}
 	defer func() {
 		for k := range run.env {
-			os.Unsetenv(k)
+			if err := os.Unsetenv(k); err != nil {
+				t.Error(err)
+			}
 		}
 	}()
 	r := startMeasuredController(t, c, b, label, args)

@@ -41,6 +41,7 @@ func ServerSideApply(ctx context.Context, c client.Client, obj *unstructured.Uns
 		opts = append(opts, client.DryRunAll)
 	}
 	// Strict: the apiserver rejects unknown and duplicate fields instead of dropping them.
+	//nolint:staticcheck // server-side apply as kubectl does it; Client.Apply takes no field validation
 	return c.Patch(ctx, obj, client.Apply, append(opts, client.FieldValidation("Strict"))...)
 }
 

@@ -36,7 +36,11 @@ func TestNodeRunsAPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Stop()
+	defer func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
 	n, err := Start(ctx, c, Options{Kubelet: kubelet, Images: []string{pause}})
 	if err != nil {
 		t.Fatal(err)

@@ -290,7 +290,7 @@ func (s *Sim) SyncCatalogSource(ctx context.Context, namespace, name string) err
 	healthy := len(live) > 0
 	if s.Version.AtLeast(V0_28) && !s.Version.AtLeast(V0_29) && healthy && s.catalog(cs).Polling {
 		// v0.28: ensurePod force-deletes taint-manager victims, but only runs for polling catalogs.
-		healthy, live = false, nil
+		live = nil
 		for _, p := range correct {
 			if s.isPodDead(p) {
 				if err := s.Client.Delete(ctx, p, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {

@@ -77,7 +77,7 @@ func testCertRotationInPods(t *testing.T, c *cluster.Cluster, jobsNS string) {
 	stopObserving()
 	l.Stop()
 	l.Check(t, "certificate rotation in the webhook pods")
-	s := obs.summary(first, short)
+	s := obs.summary(short)
 	t.Logf("RESULT self-signed rotation in pods: %d serving certificates seen (%d under the short CA), %d CAs; the pods' own CA served by both %s after the short CA was written; %d expired certificates presented",
 		s.leaves, s.underShort, s.cas, rolledAt.Sub(written).Round(time.Second), s.expired)
 	if err != nil {
@@ -162,7 +162,7 @@ func (o *servedCerts) allIssuedByOtherThan(cas ...*x509.Certificate) bool {
 
 type certSummary struct{ leaves, underShort, cas, expired int }
 
-func (o *servedCerts) summary(first, short *x509.Certificate) certSummary {
+func (o *servedCerts) summary(short *x509.Certificate) certSummary {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := certSummary{leaves: len(o.seen), expired: o.expired}

@@ -89,7 +89,7 @@ func NextPlan(ctx context.Context, c client.Client, sub *v1alpha1.Subscription, 
 	})
 	switch {
 	case err != nil && prev == "":
-		return nil, fmt.Errorf("Subscription %s/%s never got an InstallPlan: %w", sub.Namespace, sub.Name, err)
+		return nil, fmt.Errorf("no InstallPlan for Subscription %s/%s: %w", sub.Namespace, sub.Name, err)
 	case err != nil:
 		return nil, fmt.Errorf("OLM never moved Subscription %s/%s on from plan %s: %w", sub.Namespace, sub.Name, prev, err)
 	}

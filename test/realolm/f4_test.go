@@ -180,7 +180,7 @@ func checkNudgedByController(t *testing.T, c *cluster.Cluster, ns string) {
 	}
 	field := `"f:` + olmguard.ResyncAnnotation + `"`
 	for _, m := range sub.ManagedFields {
-		if m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), field) {
+		if m.FieldsV1 != nil && strings.Contains(m.FieldsV1.GetRawString(), field) {
 			if m.Manager != "olmguard-controller" {
 				t.Errorf("Subscription %s/%s: %s written by field manager %q, want olmguard-controller", ns, sub.Name, olmguard.ResyncAnnotation, m.Manager)
 			}

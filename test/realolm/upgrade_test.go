@@ -2,7 +2,6 @@ package realolm
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -137,5 +136,5 @@ func TestUpgrades(t *testing.T) {
 		t.Errorf("with olmguard running, %s lacks %s: %v", csv.Name, olmguard.CleanupFinalizer, csv.Finalizers)
 	}
 	checkLogs(t, o)
-	t.Log(fmt.Sprintf("OLM %s: v1 -> v2 -> v3 succeeded on stock and with olmguard", o.Version))
+	t.Logf("OLM %s: v1 -> v2 -> v3 succeeded on stock and with olmguard", o.Version)
 }

@@ -47,7 +47,11 @@ func runMain(m *testing.M, hook func(*Env) (func() error, error)) int {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
 		return 1
 	}
-	defer e.Stop()
+	defer func() {
+		if err := e.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		}
+	}()
 	shared = e
 	var stop func() error
 	if hook != nil {

@@ -83,8 +83,9 @@ func main() {
 	crlog.SetLogger(klog.NewKlogr())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := run(ctx, *kubeconfig, *health, *metrics, *clusterResources); err != nil {
+	err := run(ctx, *kubeconfig, *health, *metrics, *clusterResources)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cert-manager-controllers:", err)
 		os.Exit(1)
 	}
