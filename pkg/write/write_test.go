@@ -81,6 +81,7 @@ func gone(t *testing.T, c client.Client, cm *corev1.ConfigMap) {
 
 // A guarded patch writes the object as it was read or nothing: when anyone wrote it in between,
 // the apiserver refuses the whole patch. A plain JSON patch applies to whatever is there.
+// Checked to fail without the guard (GuardedJSONPatch sending ops alone): the two "refused" cases.
 func TestJSONPatch(t *testing.T) {
 	env := testenv.Shared(t)
 	c := env.Client
@@ -147,7 +148,8 @@ func guardFailed(err error) bool {
 }
 
 // A delete with a UID precondition deletes the object that was read and never another of the same
-// name created since; with the resourceVersion too, never one written since.
+// name created since; with the resourceVersion too, never one written since. Checked to fail
+// without the precondition (DeleteExact deleting by name): "exact, recreated under the same name".
 func TestDelete(t *testing.T) {
 	env := testenv.Shared(t)
 	c := env.Client
