@@ -48,6 +48,10 @@ var Foundation = []Pattern{"pkg/olm/...", "pkg/olmguard", "pkg/review", "pkg/met
 // Knowledge are the packages that hold one failure class each, as pure functions and types.
 var Knowledge = []Pattern{"pkg/owners", "pkg/drift", "pkg/cleanup", "pkg/unpack", "pkg/catalog"}
 
+// Writes is the one write path: the guarded patches, the exact deletes and the nudge with which the
+// consumers apply what the knowledge packages decide (the knowledge packages never write).
+var Writes = []Pattern{"pkg/write"}
+
 var everything = []Pattern{"pkg/...", "internal/...", "certs/...", "cmd/...", "test/...", "hack/...", "manifests/...", "charts/..."}
 
 // Rules are olmguard's import rules.
@@ -56,6 +60,8 @@ var Rules = []Rule{
 		Why: "the foundation stands on nothing of olmguard's but itself"},
 	{From: Knowledge, Deny: everything, Allow: Foundation,
 		Why: "a failure class's knowledge imports only the foundation, never a consumer of it"},
+	{From: Writes, Deny: everything, Allow: slices.Concat(Foundation, Knowledge),
+		Why: "the write path applies the knowledge packages' decisions for the consumers and imports none of them"},
 	{From: []Pattern{"pkg/controller/*"}, Deny: []Pattern{"pkg/controller/..."},
 		Why: "a reconciler shares knowledge through the knowledge packages, not through the manager or another reconciler"},
 	{From: []Pattern{"pkg/...", "cmd/...", "internal/...", "certs/..."}, Except: []Pattern{"pkg/setup"}, Deny: []Pattern{"pkg/controller/*"},

@@ -33,7 +33,9 @@ func TestCheckCatchesViolations(t *testing.T) {
 		"pkg/olm/v1alpha1":     {"pkg/olm"},
 		"pkg/owners":           {"pkg/olm", "pkg/olm/v1alpha1"},
 		"pkg/mutate":           {"pkg/owners", "pkg/admit", "pkg/metrics"},
-		"pkg/controller/a":     {"pkg/owners", "pkg/metrics"},
+		"pkg/write":            {"pkg/owners", "pkg/drift", "pkg/metrics", "pkg/olm/v1alpha1"},
+		"pkg/controller/a":     {"pkg/owners", "pkg/metrics", "pkg/write"},
+		"pkg/uninstall":        {"pkg/cleanup", "pkg/write"},
 		"pkg/controller":       {"pkg/metrics"},
 		"pkg/doctor":           {"pkg/owners"},
 		"pkg/setup":            {"pkg/controller", "pkg/controller/a", "pkg/mutate"},
@@ -51,6 +53,10 @@ func TestCheckCatchesViolations(t *testing.T) {
 	}{
 		{"foundation imports a consumer", "pkg/olm", "pkg/mutate", "pkg/olm imports pkg/mutate"},
 		{"knowledge imports a handler", "pkg/owners", "pkg/mutate", "pkg/owners imports pkg/mutate"},
+		{"knowledge imports the write path", "pkg/owners", "pkg/write", "pkg/owners imports pkg/write"},
+		{"the write path imports a reconciler", "pkg/write", "pkg/controller/a", "pkg/write imports pkg/controller/a"},
+		// Fails without the write path's own rule: nothing else forbids it pkg/admit directly.
+		{"the write path imports a handler", "pkg/write", "pkg/admit", "pkg/write imports pkg/admit"},
 		{"metric names import the access gate", "pkg/metrics", "pkg/metricsauth", "pkg/metrics imports pkg/metricsauth"},
 		{"reconciler imports a reconciler", "pkg/controller/a", "pkg/controller/b", "pkg/controller/a imports pkg/controller/b"},
 		{"reconciler imports the manager", "pkg/controller/a", "pkg/controller", "pkg/controller/a imports pkg/controller:"},

@@ -279,13 +279,15 @@ func (a *auditor) settledDrift(ctx context.Context, found []Finding) ([]Finding,
 			}
 			return nil, err
 		}
-		plan, err := drift.ReferencedPlan(ctx, a.c, sub)
-		if err != nil {
-			return nil, err
-		}
 		var plans []v1alpha1.InstallPlan
-		if plan != nil {
-			plans = append(plans, *plan)
+		if key, ok := drift.PlanKey(sub); ok {
+			plan := v1alpha1.InstallPlan{}
+			switch err := a.c.Get(ctx, key, &plan); {
+			case err == nil:
+				plans = append(plans, plan)
+			case !apierrors.IsNotFound(err):
+				return nil, err
+			}
 		}
 		again := CheckSubscriptions([]v1alpha1.Subscription{*sub}, plans, a.o.Now())
 		if len(again) == 1 && again[0].Problem == f.Problem {

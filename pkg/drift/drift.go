@@ -1,7 +1,8 @@
 // Package drift holds the mapping OLM applies from an InstallPlan to the Subscription conditions
 // that reference it (olm-facts.md §2.2, OLM's subscription state.go), and the comparison that
 // tells when a Subscription disagrees with its plan (F2). The mapping and the comparison are pure;
-// the controller, `kubectl olmguard doctor` and the tests share them and ReferencedPlan.
+// the controller, `kubectl olmguard doctor` and the tests share them and PlanKey. The package does
+// no I/O: the consumers read the plan and send the nudge (pkg/write.Nudge).
 package drift
 
 import (

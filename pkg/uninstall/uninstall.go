@@ -6,7 +6,6 @@ package uninstall
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,13 +15,13 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/write"
 )
 
 // RemoveWebhookConfigurations deletes olmguard's webhook configurations (label
@@ -52,11 +51,7 @@ func ReleaseFinalizers(ctx context.Context, c client.Client, progress io.Writer)
 		if len(ops) == 0 {
 			continue
 		}
-		body, err := json.Marshal(ops)
-		if err != nil {
-			return released, err
-		}
-		if err := c.Patch(ctx, csv, client.RawPatch(types.JSONPatchType, body)); client.IgnoreNotFound(err) != nil {
+		if _, err := write.JSONPatch(ctx, c, csv, ops); err != nil {
 			return released, fmt.Errorf("releasing CSV %s/%s: %w", csv.Namespace, csv.Name, err)
 		}
 		released++
@@ -74,7 +69,7 @@ func StopDeployments(ctx context.Context, c client.Client, out io.Writer) (int, 
 	}
 	for i := range list.Items {
 		d := &list.Items[i]
-		if err := c.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`))); client.IgnoreNotFound(err) != nil {
+		if _, err := write.MergePatch(ctx, c, d, []byte(`{"spec":{"replicas":0}}`)); err != nil {
 			return i, fmt.Errorf("scaling %s/%s to zero: %w", d.Namespace, d.Name, err)
 		}
 		fmt.Fprintf(out, "scaled %s/%s to zero\n", d.Namespace, d.Name)

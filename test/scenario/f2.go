@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,9 +54,14 @@ func InStep(ctx context.Context, c client.Client, sub *v1alpha1.Subscription) (b
 	if err := c.Get(ctx, client.ObjectKeyFromObject(sub), s); err != nil {
 		return false, err
 	}
-	plan, err := drift.ReferencedPlan(ctx, c, s)
-	if err != nil {
-		return false, err
+	var plan *v1alpha1.InstallPlan
+	if key, ok := drift.PlanKey(s); ok {
+		plan = &v1alpha1.InstallPlan{}
+		if err := c.Get(ctx, key, plan); apierrors.IsNotFound(err) {
+			plan = nil
+		} else if err != nil {
+			return false, err
+		}
 	}
 	return len(drift.Compare(s, plan)) == 0, nil
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/write"
 )
 
 // Name of the reconciler and of its Events' reporting controller.
@@ -277,13 +278,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, pod *corev1.Pod) (reco
 		metrics.CatalogPodRecoveriesHeld.WithLabelValues("RateLimited").Inc()
 		return reconcile.Result{RequeueAfter: delay}, nil
 	}
-	uid := pod.UID
-	err = r.Client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return reconcile.Result{}, nil // gone already, or replaced by a pod of the same name
-	}
+	deleted, err := write.DeleteExact(ctx, r.Client, pod, client.GracePeriodSeconds(0))
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("deleting catalog pod %s: %w", key, err)
+	}
+	if !deleted {
+		return reconcile.Result{}, nil // gone already, or replaced by a pod of the same name
 	}
 	r.gone.Delete(key)
 	metrics.CatalogPodRecoveries.WithLabelValues(string(d.Reason)).Inc()

@@ -6,7 +6,6 @@ package csvcleanup
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"time"
@@ -37,6 +36,7 @@ import (
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/write"
 )
 
 // Name of the reconciler and of its Events' reporting controller.
@@ -276,18 +276,13 @@ func (r *Reconciler) release(ctx context.Context, csv *v1alpha1.ClusterServiceVe
 }
 
 func (r *Reconciler) patch(ctx context.Context, obj client.Object, ops []jsonpatch.Operation) error {
-	if len(ops) == 0 {
-		return nil
-	}
-	if ops[0].Operation == "add" && ops[0].Path == "/metadata/finalizers" {
+	send := write.JSONPatch
+	if len(ops) > 0 && ops[0].Operation == "add" && ops[0].Path == "/metadata/finalizers" {
 		// Creating the list: guard against a finalizer OLM adds at the same moment.
-		ops = append([]jsonpatch.Operation{jsonpatch.NewOperation("test", "/metadata/resourceVersion", obj.GetResourceVersion())}, ops...)
+		send = write.GuardedJSONPatch
 	}
-	body, err := json.Marshal(ops)
-	if err != nil {
-		return err
-	}
-	return client.IgnoreNotFound(r.Client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body)))
+	_, err := send(ctx, r.Client, obj, ops)
+	return err
 }
 
 // deleteClusterObjects deletes the cluster-scoped objects that belong to the CSV, and its
@@ -349,15 +344,11 @@ func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.Clu
 // deleteExact deletes exactly the object that was read (UID precondition); it reports whether it
 // deleted something.
 func (r *Reconciler) deleteExact(ctx context.Context, o client.Object) (bool, error) {
-	uid := o.GetUID()
-	err := r.Client.Delete(ctx, o, client.Preconditions{UID: &uid})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return false, nil
-	}
+	deleted, err := write.DeleteExact(ctx, r.Client, o)
 	if err != nil {
 		return false, fmt.Errorf("deleting %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
 	}
-	return true, nil
+	return deleted, nil
 }
 
 // deleteOperands deletes the custom resources of the CRDs the CSV alone owns and OLM installed for

@@ -18,6 +18,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/write"
 )
 
 // rbacKinds are the kinds a bundle may ship cluster-wide that OLM labels olm.owner only.
@@ -92,9 +93,12 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 				continue
 			}
 			o.SetGroupVersionKind(gvk)
-			uid := o.UID
-			if err := s.Client.Delete(ctx, o, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			deleted, err := write.DeleteExact(ctx, s.Client, o)
+			if err != nil {
 				return fmt.Errorf("deleting %s %s: %w", gvk.Kind, o.Name, err)
+			}
+			if !deleted {
+				continue // gone already, or replaced by an object of the same name
 			}
 			metrics.CleanupDeletions.WithLabelValues("orphan").Inc()
 			ctrl.LoggerFrom(ctx).Info("deleted orphaned bundled RBAC", "kind", gvk.Kind, "name", o.Name, "csv", o.Labels[olm.OwnerLabel])

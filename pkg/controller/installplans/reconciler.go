@@ -16,7 +16,7 @@ import (
 
 	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
-	"github.com/olmguard/olmguard/pkg/owners"
+	"github.com/olmguard/olmguard/pkg/write"
 )
 
 // Name of the reconciler, its Events' reporting controller and its field manager.
@@ -72,8 +72,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, r.reconcileNormal(ctx, ip)
 }
 
-// reconcileNormal adds the owners pkg/owners says the plan misses.
+// reconcileNormal adds the owners pkg/owners says the plan misses (write.RepairOwners).
 func (r *Reconciler) reconcileNormal(ctx context.Context, ip *v1alpha1.InstallPlan) error {
-	_, err := owners.Repair(ctx, r.Client, r.Recorder, ip)
+	_, err := write.RepairOwners(ctx, r.Client, r.Recorder, ip)
 	return err
 }

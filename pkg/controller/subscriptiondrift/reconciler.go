@@ -30,7 +30,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/pkg/owners"
+	"github.com/olmguard/olmguard/pkg/write"
 )
 
 // Name of the reconciler, its Events' reporting controller and its field manager.
@@ -198,7 +198,7 @@ func (r *Reconciler) unstickResolution(ctx context.Context, sub *v1alpha1.Subscr
 // outlives the window.
 func (r *Reconciler) reconcileDrift(ctx context.Context, sub *v1alpha1.Subscription) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(sub)
-	plan, err := drift.ReferencedPlan(ctx, r.Client, sub)
+	plan, err := r.referencedPlan(ctx, sub)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -260,17 +260,28 @@ func (r *Reconciler) repairOwner(ctx context.Context, sub *v1alpha1.Subscription
 			return false, nil
 		}
 	}
-	return owners.Repair(ctx, r.Client, r.Recorder, plan)
+	return write.RepairOwners(ctx, r.Client, r.Recorder, plan)
+}
+
+// referencedPlan reads the plan the Subscription references (drift.PlanKey): nil when it
+// references none or the plan does not exist.
+func (r *Reconciler) referencedPlan(ctx context.Context, sub *v1alpha1.Subscription) (*v1alpha1.InstallPlan, error) {
+	key, ok := drift.PlanKey(sub)
+	if !ok {
+		return nil, nil
+	}
+	plan := &v1alpha1.InstallPlan{}
+	if err := r.Client.Get(ctx, key, plan); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return plan, nil
 }
 
 // nudge bumps the resync annotation with a merge patch on metadata only: an event for OLM's
 // subscription syncer, which recomputes the conditions from the plan.
 func (r *Reconciler) nudge(ctx context.Context, sub *v1alpha1.Subscription, now time.Time) error {
-	if err := r.Client.Patch(ctx, sub, client.RawPatch(types.MergePatchType, drift.NudgePatch(now))); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	metrics.SubscriptionNudges.Inc()
-	return nil
+	_, err := write.Nudge(ctx, r.Client, sub, now)
+	return err
 }
 
 func (r *Reconciler) forget(key types.NamespacedName) Episode {

@@ -12,7 +12,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -25,11 +24,11 @@ import (
 
 	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/flags"
-	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/unpack"
+	"github.com/olmguard/olmguard/pkg/write"
 )
 
 // Name of the reconciler and of its Events' reporting controller.
@@ -190,17 +189,16 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, job *batchv1.Job) (rec
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if err := r.Client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
+		if patched, err := write.MergePatch(ctx, r.Client, job, patch); !patched {
+			return reconcile.Result{}, err
 		}
 	case unpack.Delete:
-		uid := job.UID
-		err := r.Client.Delete(ctx, job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return reconcile.Result{}, nil
-		}
+		deleted, err := write.DeleteExact(ctx, r.Client, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting unpack Job %s/%s: %w", job.Namespace, job.Name, err)
+		}
+		if !deleted {
+			return reconcile.Result{}, nil
 		}
 		if !unpack.Visible(job) {
 			// OLM failed to create this Job under its own name; it retries only after a back-off.
@@ -261,11 +259,13 @@ func (r *Reconciler) waitingSubscriptions(ctx context.Context, catalogNamespace,
 func (r *Reconciler) nudge(ctx context.Context, subs []*v1alpha1.Subscription) error {
 	now := r.Now()
 	for _, s := range subs {
-		if err := r.Client.Patch(ctx, s, client.RawPatch(types.MergePatchType, drift.NudgePatch(now))); client.IgnoreNotFound(err) != nil {
+		nudged, err := write.Nudge(ctx, r.Client, s, now)
+		if err != nil {
 			return fmt.Errorf("nudging Subscription %s/%s: %w", s.Namespace, s.Name, err)
 		}
-		metrics.SubscriptionNudges.Inc()
-		ctrl.LoggerFrom(ctx).Info("nudged OLM to resolve again", "subscription", client.ObjectKeyFromObject(s))
+		if nudged {
+			ctrl.LoggerFrom(ctx).Info("nudged OLM to resolve again", "subscription", client.ObjectKeyFromObject(s))
+		}
 	}
 	return nil
 }

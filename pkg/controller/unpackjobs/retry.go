@@ -6,7 +6,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +17,7 @@ import (
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/unpack"
+	"github.com/olmguard/olmguard/pkg/write"
 )
 
 // EventUnpackRetried is the reason of the Event on each Subscription waiting on a bundle whose
@@ -50,23 +50,22 @@ func (r *Reconciler) retryFailed(ctx context.Context, job *batchv1.Job, cm *core
 	}
 	// Preconditions: a Job or ConfigMap changed since it was read (recreated, or written by an
 	// unpack) is left for the next reconcile.
-	uid, rv := job.UID, job.ResourceVersion
-	err = r.Client.Delete(ctx, job, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return reconcile.Result{}, nil
-	}
+	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	deleted, err := write.DeleteUnchanged(ctx, r.Client, job, background)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("deleting failed unpack Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
+	if !deleted {
+		return reconcile.Result{}, nil
+	}
 	what := "failed bundle unpack Job " + job.Namespace + "/" + job.Name
 	if d.DeleteConfigMap {
-		uid, rv := cm.UID, cm.ResourceVersion
-		err := r.Client.Delete(ctx, cm, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		switch {
-		case err == nil:
-			what += " and its empty ConfigMap " + cm.Name
-		case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
+		deleted, err := write.DeleteUnchanged(ctx, r.Client, cm, background)
+		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting unpack ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+		}
+		if deleted {
+			what += " and its empty ConfigMap " + cm.Name
 		}
 	}
 	cond, _ := unpack.Failed(job)
