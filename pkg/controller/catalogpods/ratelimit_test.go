@@ -137,10 +137,11 @@ func TestLimiter(t *testing.T) {
 	}
 	// 20 s later: the cluster's bucket holds 3 tokens again, the tenant's 1.
 	later := t0.Add(20 * time.Second)
-	if !take("tenant", later) || take("tenant", later) {
+	// One take after another: each call spends a token.
+	if first, second := take("tenant", later), take("tenant", later); !first || second {
 		t.Error("20 s later, want exactly one more deletion for the tenant")
 	}
-	if !take("team-d", later) || !take("team-d", later) {
+	if first, second := take("team-d", later), take("team-d", later); !first || !second {
 		t.Error("20 s later, want two more deletions for another namespace")
 	}
 	if take("team-e", later) {

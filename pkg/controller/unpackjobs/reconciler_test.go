@@ -29,6 +29,7 @@ func catalog(uid types.UID) *v1alpha1.CatalogSource {
 }
 
 func reconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.Client) {
+	t.Helper()
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
 	_ = batchv1.AddToScheme(s)
