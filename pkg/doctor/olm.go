@@ -22,12 +22,6 @@ import (
 // The checks in this file find OLM failures olmguard reports but does not heal (class OLM): each
 // finding quotes what OLM (or the kubelet, or the aggregator) wrote as its Evidence.
 
-// OLM CSV reasons the OperatorGroup check quotes (olm-operator's operatorGroupForCSV).
-const (
-	ReasonTooManyOperatorGroups = "TooManyOperatorGroups"
-	ReasonNoOperatorGroup       = "NoOperatorGroup"
-)
-
 // CheckBlockingCSVs finds installed CSVs that a Subscription's failed resolution blames and that
 // no Subscription references (status.installedCSV or currentCSV): OLM's solver keeps the CSV,
 // refuses to install the package again beside it ("constraints not satisfiable ... exists and is
@@ -84,7 +78,7 @@ func CheckBlockingCSVs(csvs []CSV, subs []v1alpha1.Subscription, now time.Time) 
 }
 
 // stuckPhases are the CSV phases of an install in progress.
-var stuckPhases = []v1alpha1.ClusterServiceVersionPhase{v1alpha1.CSVPhasePending, "InstallReady", v1alpha1.CSVPhaseInstalling}
+var stuckPhases = []v1alpha1.ClusterServiceVersionPhase{v1alpha1.CSVPhasePending, v1alpha1.CSVPhaseInstallReady, v1alpha1.CSVPhaseInstalling}
 
 // CheckStuckCSVs finds CSVs in Pending, InstallReady or Installing for longer than after, counted
 // from status.lastTransitionTime (OLM moves it on phase changes only; the creation time when
@@ -110,7 +104,7 @@ func CheckStuckCSVs(csvs []v1alpha1.ClusterServiceVersion, now time.Time, after 
 			Evidence: fmt.Sprintf("status.phase=%s, reason %s: %s (lastTransitionTime %s)", c.Status.Phase, c.Status.Reason, c.Status.Message,
 				since.UTC().Format(time.RFC3339))}
 		switch c.Status.Reason {
-		case "RequirementsNotMet", "RequirementsUnknown":
+		case v1alpha1.CSVReasonRequirementsNotMet, v1alpha1.CSVReasonRequirementsUnknown:
 			f.Fix = "list what it misses, then create it (OLM retries by itself)"
 			f = withCommands(f, kubectl(c.Namespace, "get", "csv").Name("", olm.ClusterServiceVersionKind, c.Name).
 				Args("-o", `jsonpath={range .status.requirementStatus[?(@.status!="Present")]}{.kind} {.name}: {.status} {.message}{"\n"}{end}`))
@@ -136,7 +130,7 @@ func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription
 	}
 	failed := map[string][]string{} // namespace/reason -> CSV evidence
 	for _, c := range csvs {
-		if r := string(c.Status.Reason); c.Status.Phase == v1alpha1.CSVPhaseFailed && (r == ReasonTooManyOperatorGroups || r == ReasonNoOperatorGroup) {
+		if r := string(c.Status.Reason); c.Status.Phase == v1alpha1.CSVPhaseFailed && (r == string(v1alpha1.CSVReasonTooManyOperatorGroups) || r == string(v1alpha1.CSVReasonNoOperatorGroup)) {
 			failed[c.Namespace+"/"+r] = append(failed[c.Namespace+"/"+r], fmt.Sprintf("CSV %s: Failed, %s: %s", c.Name, r, c.Status.Message))
 		}
 	}
@@ -158,7 +152,7 @@ func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription
 			names = append(names, g.Name)
 		}
 		extra = names[1:]
-		evidence := append([]string{"OperatorGroups " + strings.Join(names, ", ") + " (oldest first)"}, failed[ns+"/"+ReasonTooManyOperatorGroups]...)
+		evidence := append([]string{"OperatorGroups " + strings.Join(names, ", ") + " (oldest first)"}, failed[ns+"/"+string(v1alpha1.CSVReasonTooManyOperatorGroups)]...)
 		deleteExtra := kubectl(ns, "delete", "operatorgroup")
 		for _, name := range extra {
 			deleteExtra = deleteExtra.Name("", olm.OperatorGroupKind, name)
@@ -179,7 +173,7 @@ func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription
 		if len(byNS[ns]) > 0 {
 			continue
 		}
-		evidence := append([]string{"Subscriptions " + strings.Join(subsByNS[ns], ", ") + " and no OperatorGroup"}, failed[ns+"/"+ReasonNoOperatorGroup]...)
+		evidence := append([]string{"Subscriptions " + strings.Join(subsByNS[ns], ", ") + " and no OperatorGroup"}, failed[ns+"/"+string(v1alpha1.CSVReasonNoOperatorGroup)]...)
 		f := Finding{Class: OLM, Kind: "Namespace", Namespace: ns, Name: ns, Check: "NoOperatorGroup",
 			Problem:  "Subscriptions but no OperatorGroup: OLM's CSVs here fail with NoOperatorGroup and the operators do not run",
 			Evidence: strings.Join(evidence, "; ")}
@@ -209,10 +203,6 @@ func sortedKeys[V any](m map[string]V) []string {
 // Bundle unpack failures. OLM before v0.43 never retries a failed unpack Job (OLM issue #2265;
 // the retry annotation exists since v0.26): until the Job and its ConfigMap are deleted, every
 // resolution of that bundle fails again.
-const (
-	bundleLookupFailed = "BundleLookupFailed"
-	unpackFailedPrefix = "bundle unpacking failed"
-)
 
 // CheckUnpackFailures finds failed bundle unpacks, as OLM records them: a failed unpack Job (e.g.
 // DeadlineExceeded), a Subscription with BundleUnpackFailed, and an InstallPlan Failed on a bundle
@@ -318,13 +308,13 @@ func jobFailed(j *batchv1.Job) *batchv1.JobCondition {
 func planUnpackFailure(p *v1alpha1.InstallPlan) string {
 	for _, l := range p.Status.BundleLookups {
 		for _, c := range l.Conditions {
-			if c.Type == bundleLookupFailed && c.Status == corev1.ConditionTrue {
+			if c.Type == v1alpha1.BundleLookupFailed && c.Status == corev1.ConditionTrue {
 				return fmt.Sprintf("bundle lookup %s: %s=True, %s: %s", l.Path, c.Type, c.Reason, c.Message)
 			}
 		}
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == "Installed" && c.Status == corev1.ConditionFalse && strings.HasPrefix(c.Message, unpackFailedPrefix) {
+		if c.Type == v1alpha1.InstallPlanInstalled && c.Status == corev1.ConditionFalse && strings.HasPrefix(c.Message, v1alpha1.InstallPlanUnpackFailedPrefix) {
 			return fmt.Sprintf("InstallPlan condition Installed=False, %s: %s", c.Reason, c.Message)
 		}
 	}
@@ -343,7 +333,7 @@ func CheckCatalogSources(cats []v1alpha1.CatalogSource, now time.Time, after tim
 			state = cs.Status.ConnectionState.LastObservedState
 		}
 		age := now.Sub(cs.CreationTimestamp.Time)
-		if cs.DeletionTimestamp != nil || state == "READY" || age < after {
+		if cs.DeletionTimestamp != nil || state == v1alpha1.ConnectionStateReady || age < after {
 			continue
 		}
 		evidence := "no status.connectionState: the catalog-operator never connected"
