@@ -17,6 +17,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/operatorgroups"
 )
 
 // The checks in this file find OLM failures olmguard reports but does not heal (class OLM): each
@@ -122,43 +123,35 @@ func CheckStuckCSVs(csvs []v1alpha1.ClusterServiceVersion, now time.Time, after 
 // with TooManyOperatorGroups, OLM PR #669) and namespaces with Subscriptions but no OperatorGroup
 // (OLM's CSVs there fail with NoOperatorGroup). csvs supply OLM's failures as evidence.
 func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription, csvs []v1alpha1.ClusterServiceVersion) []Finding {
-	byNS := map[string][]*olmv1.OperatorGroup{}
+	byNS := map[string][]olmv1.OperatorGroup{}
 	for i := range ogs {
-		if ogs[i].DeletionTimestamp == nil {
-			byNS[ogs[i].Namespace] = append(byNS[ogs[i].Namespace], &ogs[i])
-		}
+		byNS[ogs[i].Namespace] = append(byNS[ogs[i].Namespace], ogs[i])
+	}
+	live := map[string][]string{} // namespace -> its live OperatorGroups, the one to keep first
+	for ns, groups := range byNS {
+		live[ns] = operatorgroups.OldestFirst(groups)
 	}
 	failed := map[string][]string{} // namespace/reason -> CSV evidence
-	for _, c := range csvs {
-		if r := string(c.Status.Reason); c.Status.Phase == v1alpha1.CSVPhaseFailed && (r == string(v1alpha1.CSVReasonTooManyOperatorGroups) || r == string(v1alpha1.CSVReasonNoOperatorGroup)) {
-			failed[c.Namespace+"/"+r] = append(failed[c.Namespace+"/"+r], fmt.Sprintf("CSV %s: Failed, %s: %s", c.Name, r, c.Status.Message))
+	for i := range csvs {
+		c := &csvs[i]
+		if r, ok := operatorgroups.CSVFailure(c); ok {
+			failed[c.Namespace+"/"+string(r)] = append(failed[c.Namespace+"/"+string(r)], fmt.Sprintf("CSV %s: Failed, %s: %s", c.Name, r, c.Status.Message))
 		}
 	}
 	var out []Finding
-	for _, ns := range sortedKeys(byNS) {
-		groups := byNS[ns]
-		if len(groups) < 2 {
+	for _, ns := range sortedKeys(live) {
+		names := live[ns]
+		if !operatorgroups.TooMany(len(names)) {
 			continue
 		}
-		sort.SliceStable(groups, func(i, j int) bool {
-			a, b := groups[i], groups[j]
-			if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-				return a.CreationTimestamp.Before(&b.CreationTimestamp)
-			}
-			return a.Name < b.Name
-		})
-		var names, extra []string
-		for _, g := range groups {
-			names = append(names, g.Name)
-		}
-		extra = names[1:]
+		extra := names[1:]
 		evidence := append([]string{"OperatorGroups " + strings.Join(names, ", ") + " (oldest first)"}, failed[ns+"/"+string(v1alpha1.CSVReasonTooManyOperatorGroups)]...)
 		deleteExtra := kubectl(ns, "delete", "operatorgroup")
 		for _, name := range extra {
 			deleteExtra = deleteExtra.Name("", olm.OperatorGroupKind, name)
 		}
 		out = append(out, withCommands(Finding{Class: OLM, Kind: olm.OperatorGroupKind, Namespace: ns, Name: extra[len(extra)-1], Check: "TooManyOperatorGroups",
-			Problem:  fmt.Sprintf("%d OperatorGroups in one namespace: OLM installs nothing here and fails the installed CSVs (TooManyOperatorGroups)", len(groups)),
+			Problem:  fmt.Sprintf("%d OperatorGroups in one namespace: OLM installs nothing here and fails the installed CSVs (TooManyOperatorGroups)", len(names)),
 			Evidence: strings.Join(evidence, "; "),
 			Fix:      fmt.Sprintf("keep one OperatorGroup (here the oldest, %s) and delete the others", names[0])},
 			deleteExtra))
@@ -170,7 +163,7 @@ func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription
 		}
 	}
 	for _, ns := range sortedKeys(subsByNS) {
-		if len(byNS[ns]) > 0 {
+		if !operatorgroups.Missing(len(live[ns])) {
 			continue
 		}
 		evidence := append([]string{"Subscriptions " + strings.Join(subsByNS[ns], ", ") + " and no OperatorGroup"}, failed[ns+"/"+string(v1alpha1.CSVReasonNoOperatorGroup)]...)
