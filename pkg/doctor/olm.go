@@ -18,6 +18,7 @@ import (
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/operatorgroups"
+	"github.com/olmguard/olmguard/pkg/unpack"
 )
 
 // The checks in this file find OLM failures olmguard reports but does not heal (class OLM): each
@@ -207,8 +208,8 @@ func CheckUnpackFailures(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps, s
 	failedJobs := map[string][]kubectlcmd.Command{} // namespace -> cleanup commands
 	for i := range jobs {
 		j := &jobs[i]
-		cond := jobFailed(j)
-		if cond == nil || j.DeletionTimestamp != nil {
+		cond, failed := unpack.Failed(j)
+		if !failed || j.DeletionTimestamp != nil {
 			continue
 		}
 		cm := unpackOwner(j, unpackConfigMap)
@@ -251,7 +252,7 @@ func CheckUnpackFailures(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps, s
 	for i := range plans {
 		p := &plans[i]
 		evidence := planUnpackFailure(p)
-		if p.DeletionTimestamp != nil || p.Status.Phase != v1alpha1.InstallPlanPhaseFailed || evidence == "" {
+		if p.DeletionTimestamp != nil || evidence == "" {
 			continue
 		}
 		var cleanup []kubectlcmd.Command
@@ -287,31 +288,17 @@ func unpackRetryFix(ns, og string) (string, *kubectlcmd.Command) {
 	return fix, &cmd
 }
 
-func jobFailed(j *batchv1.Job) *batchv1.JobCondition {
-	for i, c := range j.Status.Conditions {
-		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-			return &j.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// planUnpackFailure is the evidence that a Failed plan failed on a bundle unpack: a bundle lookup
-// with BundleLookupFailed=True, or an Installed=False condition whose message says so.
+// planUnpackFailure is the evidence that a plan failed on a bundle unpack (unpack.PlanUnpackFailure),
+// "" when it did not.
 func planUnpackFailure(p *v1alpha1.InstallPlan) string {
-	for _, l := range p.Status.BundleLookups {
-		for _, c := range l.Conditions {
-			if c.Type == v1alpha1.BundleLookupFailed && c.Status == corev1.ConditionTrue {
-				return fmt.Sprintf("bundle lookup %s: %s=True, %s: %s", l.Path, c.Type, c.Reason, c.Message)
-			}
-		}
+	f, ok := unpack.PlanUnpackFailure(p)
+	switch {
+	case !ok:
+		return ""
+	case f.Path != "":
+		return fmt.Sprintf("bundle lookup %s: %s=True, %s: %s", f.Path, f.Type, f.Reason, f.Message)
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1alpha1.InstallPlanInstalled && c.Status == corev1.ConditionFalse && strings.HasPrefix(c.Message, v1alpha1.InstallPlanUnpackFailedPrefix) {
-			return fmt.Sprintf("InstallPlan condition Installed=False, %s: %s", c.Reason, c.Message)
-		}
-	}
-	return ""
+	return fmt.Sprintf("InstallPlan condition %s=False, %s: %s", f.Type, f.Reason, f.Message)
 }
 
 // CheckCatalogSources finds catalogs whose gRPC connection, as the catalog-operator last observed
