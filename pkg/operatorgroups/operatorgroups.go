@@ -2,7 +2,8 @@
 // only while it holds exactly one OperatorGroup. With more than one, olm-operator fails every CSV
 // there with reason TooManyOperatorGroups (OLM PR #669); with none, a CSV there fails with
 // NoOperatorGroup (OLM issue #1063) and the catalog-operator's namespace sync fails too. The
-// OperatorGroup and Subscription webhooks and doctor decide with it.
+// OperatorGroup and Subscription webhooks, doctor and the csv-cleanup reconciler (which namespaces a
+// CSV targets) decide with it.
 package operatorgroups
 
 import (
