@@ -44,9 +44,12 @@ generate: manifests
 manifests:
 	$(GO) run ./hack/manifests generate
 
+## lint: gofmt, go vet, and golangci-lint (the version pinned in hack/versions.env, built once into
+## the binary cache; linters in .golangci.yml) on the whole tree, tests included.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@lint=$$(hack/test-binaries.sh golangci-lint) && GOLANGCI_LINT_CACHE=$$(dirname $$(dirname $$lint))/../golangci-lint-cache $$lint run ./...
 
 # OLM's published CRDs, when the checkout sits beside them (CI does), or OLM_CRDS=<dir>.
 OLM_CRDS ?= $(wildcard $(CURDIR)/../shared/olm-crds)

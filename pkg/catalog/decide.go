@@ -113,7 +113,7 @@ func readyCondition(n *corev1.Node) *corev1.NodeCondition {
 // until a CatalogSource of that name and UID is found in the pod's namespace (Decide).
 func CatalogSourceOwner(pod *corev1.Pod) (metav1.OwnerReference, bool) {
 	for _, r := range pod.OwnerReferences {
-		if r.APIVersion == olm.V1alpha1APIVersion && r.Kind == olm.CatalogSourceKind && r.Name != "" && r.UID != "" {
+		if olm.IsCatalogSourceRef(r) {
 			return r, true
 		}
 	}

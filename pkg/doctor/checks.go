@@ -208,7 +208,7 @@ func CheckOrphanCSVs(csvs []CSV, subs []v1alpha1.Subscription) []Finding {
 	var out []Finding
 	for i := range csvs {
 		c := &csvs[i]
-		_, olmOwn := c.Labels[olmVersionLabel]
+		_, olmOwn := c.Labels[olm.VersionLabel]
 		if subscribed[c.Namespace] || c.DeletionTimestamp != nil || olmOwn || olm.IsCopiedCSV(c.Namespace, c.Labels, c.Annotations, "") {
 			continue
 		}
@@ -220,9 +220,6 @@ func CheckOrphanCSVs(csvs []CSV, subs []v1alpha1.Subscription) []Finding {
 	}
 	return out
 }
-
-// olmVersionLabel marks the CSVs OLM's own manifests install (packageserver).
-const olmVersionLabel = "olm.version"
 
 // UnpackConfigMaps reports whether a Job's ConfigMap ownerReference names one of OLM's unpack
 // ConfigMaps that exists in namespace with the reference's UID (unpack.IsUnpackOwner).

@@ -17,16 +17,12 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/operatorgroups"
+	"github.com/olmguard/olmguard/pkg/unpack"
 )
 
 // The checks in this file find OLM failures olmguard reports but does not heal (class OLM): each
 // finding quotes what OLM (or the kubelet, or the aggregator) wrote as its Evidence.
-
-// OLM CSV reasons the OperatorGroup check quotes (olm-operator's operatorGroupForCSV).
-const (
-	ReasonTooManyOperatorGroups = "TooManyOperatorGroups"
-	ReasonNoOperatorGroup       = "NoOperatorGroup"
-)
 
 // CheckBlockingCSVs finds installed CSVs that a Subscription's failed resolution blames and that
 // no Subscription references (status.installedCSV or currentCSV): OLM's solver keeps the CSV,
@@ -84,7 +80,7 @@ func CheckBlockingCSVs(csvs []CSV, subs []v1alpha1.Subscription, now time.Time) 
 }
 
 // stuckPhases are the CSV phases of an install in progress.
-var stuckPhases = []v1alpha1.ClusterServiceVersionPhase{v1alpha1.CSVPhasePending, "InstallReady", v1alpha1.CSVPhaseInstalling}
+var stuckPhases = []v1alpha1.ClusterServiceVersionPhase{v1alpha1.CSVPhasePending, v1alpha1.CSVPhaseInstallReady, v1alpha1.CSVPhaseInstalling}
 
 // CheckStuckCSVs finds CSVs in Pending, InstallReady or Installing for longer than after, counted
 // from status.lastTransitionTime (OLM moves it on phase changes only; the creation time when
@@ -110,7 +106,7 @@ func CheckStuckCSVs(csvs []v1alpha1.ClusterServiceVersion, now time.Time, after 
 			Evidence: fmt.Sprintf("status.phase=%s, reason %s: %s (lastTransitionTime %s)", c.Status.Phase, c.Status.Reason, c.Status.Message,
 				since.UTC().Format(time.RFC3339))}
 		switch c.Status.Reason {
-		case "RequirementsNotMet", "RequirementsUnknown":
+		case v1alpha1.CSVReasonRequirementsNotMet, v1alpha1.CSVReasonRequirementsUnknown:
 			f.Fix = "list what it misses, then create it (OLM retries by itself)"
 			f = withCommands(f, kubectl(c.Namespace, "get", "csv").Name("", olm.ClusterServiceVersionKind, c.Name).
 				Args("-o", `jsonpath={range .status.requirementStatus[?(@.status!="Present")]}{.kind} {.name}: {.status} {.message}{"\n"}{end}`))
@@ -128,43 +124,35 @@ func CheckStuckCSVs(csvs []v1alpha1.ClusterServiceVersion, now time.Time, after 
 // with TooManyOperatorGroups, OLM PR #669) and namespaces with Subscriptions but no OperatorGroup
 // (OLM's CSVs there fail with NoOperatorGroup). csvs supply OLM's failures as evidence.
 func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription, csvs []v1alpha1.ClusterServiceVersion) []Finding {
-	byNS := map[string][]*olmv1.OperatorGroup{}
+	byNS := map[string][]olmv1.OperatorGroup{}
 	for i := range ogs {
-		if ogs[i].DeletionTimestamp == nil {
-			byNS[ogs[i].Namespace] = append(byNS[ogs[i].Namespace], &ogs[i])
-		}
+		byNS[ogs[i].Namespace] = append(byNS[ogs[i].Namespace], ogs[i])
+	}
+	live := map[string][]string{} // namespace -> its live OperatorGroups, the one to keep first
+	for ns, groups := range byNS {
+		live[ns] = operatorgroups.OldestFirst(groups)
 	}
 	failed := map[string][]string{} // namespace/reason -> CSV evidence
-	for _, c := range csvs {
-		if r := string(c.Status.Reason); c.Status.Phase == v1alpha1.CSVPhaseFailed && (r == ReasonTooManyOperatorGroups || r == ReasonNoOperatorGroup) {
-			failed[c.Namespace+"/"+r] = append(failed[c.Namespace+"/"+r], fmt.Sprintf("CSV %s: Failed, %s: %s", c.Name, r, c.Status.Message))
+	for i := range csvs {
+		c := &csvs[i]
+		if r, ok := operatorgroups.CSVFailure(c); ok {
+			failed[c.Namespace+"/"+string(r)] = append(failed[c.Namespace+"/"+string(r)], fmt.Sprintf("CSV %s: Failed, %s: %s", c.Name, r, c.Status.Message))
 		}
 	}
 	var out []Finding
-	for _, ns := range sortedKeys(byNS) {
-		groups := byNS[ns]
-		if len(groups) < 2 {
+	for _, ns := range sortedKeys(live) {
+		names := live[ns]
+		if !operatorgroups.TooMany(len(names)) {
 			continue
 		}
-		sort.SliceStable(groups, func(i, j int) bool {
-			a, b := groups[i], groups[j]
-			if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-				return a.CreationTimestamp.Before(&b.CreationTimestamp)
-			}
-			return a.Name < b.Name
-		})
-		var names, extra []string
-		for _, g := range groups {
-			names = append(names, g.Name)
-		}
-		extra = names[1:]
-		evidence := append([]string{"OperatorGroups " + strings.Join(names, ", ") + " (oldest first)"}, failed[ns+"/"+ReasonTooManyOperatorGroups]...)
+		extra := names[1:]
+		evidence := append([]string{"OperatorGroups " + strings.Join(names, ", ") + " (oldest first)"}, failed[ns+"/"+string(v1alpha1.CSVReasonTooManyOperatorGroups)]...)
 		deleteExtra := kubectl(ns, "delete", "operatorgroup")
 		for _, name := range extra {
 			deleteExtra = deleteExtra.Name("", olm.OperatorGroupKind, name)
 		}
 		out = append(out, withCommands(Finding{Class: OLM, Kind: olm.OperatorGroupKind, Namespace: ns, Name: extra[len(extra)-1], Check: "TooManyOperatorGroups",
-			Problem:  fmt.Sprintf("%d OperatorGroups in one namespace: OLM installs nothing here and fails the installed CSVs (TooManyOperatorGroups)", len(groups)),
+			Problem:  fmt.Sprintf("%d OperatorGroups in one namespace: OLM installs nothing here and fails the installed CSVs (TooManyOperatorGroups)", len(names)),
 			Evidence: strings.Join(evidence, "; "),
 			Fix:      fmt.Sprintf("keep one OperatorGroup (here the oldest, %s) and delete the others", names[0])},
 			deleteExtra))
@@ -176,10 +164,10 @@ func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription
 		}
 	}
 	for _, ns := range sortedKeys(subsByNS) {
-		if len(byNS[ns]) > 0 {
+		if !operatorgroups.Missing(len(live[ns])) {
 			continue
 		}
-		evidence := append([]string{"Subscriptions " + strings.Join(subsByNS[ns], ", ") + " and no OperatorGroup"}, failed[ns+"/"+ReasonNoOperatorGroup]...)
+		evidence := append([]string{"Subscriptions " + strings.Join(subsByNS[ns], ", ") + " and no OperatorGroup"}, failed[ns+"/"+string(v1alpha1.CSVReasonNoOperatorGroup)]...)
 		f := Finding{Class: OLM, Kind: "Namespace", Namespace: ns, Name: ns, Check: "NoOperatorGroup",
 			Problem:  "Subscriptions but no OperatorGroup: OLM's CSVs here fail with NoOperatorGroup and the operators do not run",
 			Evidence: strings.Join(evidence, "; ")}
@@ -209,10 +197,6 @@ func sortedKeys[V any](m map[string]V) []string {
 // Bundle unpack failures. OLM before v0.43 never retries a failed unpack Job (OLM issue #2265;
 // the retry annotation exists since v0.26): until the Job and its ConfigMap are deleted, every
 // resolution of that bundle fails again.
-const (
-	bundleLookupFailed = "BundleLookupFailed"
-	unpackFailedPrefix = "bundle unpacking failed"
-)
 
 // CheckUnpackFailures finds failed bundle unpacks, as OLM records them: a failed unpack Job (e.g.
 // DeadlineExceeded), a Subscription with BundleUnpackFailed, and an InstallPlan Failed on a bundle
@@ -224,8 +208,8 @@ func CheckUnpackFailures(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps, s
 	failedJobs := map[string][]kubectlcmd.Command{} // namespace -> cleanup commands
 	for i := range jobs {
 		j := &jobs[i]
-		cond := jobFailed(j)
-		if cond == nil || j.DeletionTimestamp != nil {
+		cond, failed := unpack.Failed(j)
+		if !failed || j.DeletionTimestamp != nil {
 			continue
 		}
 		cm := unpackOwner(j, unpackConfigMap)
@@ -268,7 +252,7 @@ func CheckUnpackFailures(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps, s
 	for i := range plans {
 		p := &plans[i]
 		evidence := planUnpackFailure(p)
-		if p.DeletionTimestamp != nil || p.Status.Phase != v1alpha1.InstallPlanPhaseFailed || evidence == "" {
+		if p.DeletionTimestamp != nil || evidence == "" {
 			continue
 		}
 		var cleanup []kubectlcmd.Command
@@ -304,31 +288,17 @@ func unpackRetryFix(ns, og string) (string, *kubectlcmd.Command) {
 	return fix, &cmd
 }
 
-func jobFailed(j *batchv1.Job) *batchv1.JobCondition {
-	for i, c := range j.Status.Conditions {
-		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-			return &j.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// planUnpackFailure is the evidence that a Failed plan failed on a bundle unpack: a bundle lookup
-// with BundleLookupFailed=True, or an Installed=False condition whose message says so.
+// planUnpackFailure is the evidence that a plan failed on a bundle unpack (unpack.PlanUnpackFailure),
+// "" when it did not.
 func planUnpackFailure(p *v1alpha1.InstallPlan) string {
-	for _, l := range p.Status.BundleLookups {
-		for _, c := range l.Conditions {
-			if c.Type == bundleLookupFailed && c.Status == corev1.ConditionTrue {
-				return fmt.Sprintf("bundle lookup %s: %s=True, %s: %s", l.Path, c.Type, c.Reason, c.Message)
-			}
-		}
+	f, ok := unpack.PlanUnpackFailure(p)
+	switch {
+	case !ok:
+		return ""
+	case f.Path != "":
+		return fmt.Sprintf("bundle lookup %s: %s=True, %s: %s", f.Path, f.Type, f.Reason, f.Message)
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == "Installed" && c.Status == corev1.ConditionFalse && strings.HasPrefix(c.Message, unpackFailedPrefix) {
-			return fmt.Sprintf("InstallPlan condition Installed=False, %s: %s", c.Reason, c.Message)
-		}
-	}
-	return ""
+	return fmt.Sprintf("InstallPlan condition %s=False, %s: %s", f.Type, f.Reason, f.Message)
 }
 
 // CheckCatalogSources finds catalogs whose gRPC connection, as the catalog-operator last observed
@@ -343,7 +313,7 @@ func CheckCatalogSources(cats []v1alpha1.CatalogSource, now time.Time, after tim
 			state = cs.Status.ConnectionState.LastObservedState
 		}
 		age := now.Sub(cs.CreationTimestamp.Time)
-		if cs.DeletionTimestamp != nil || state == "READY" || age < after {
+		if cs.DeletionTimestamp != nil || state == v1alpha1.ConnectionStateReady || age < after {
 			continue
 		}
 		evidence := "no status.connectionState: the catalog-operator never connected"

@@ -60,7 +60,7 @@ func TestAuditOLMChecks(t *testing.T) {
 		csv.Status = v1alpha1.ClusterServiceVersionStatus{Phase: phase, Reason: v1alpha1.ConditionReason(reason), Message: message, LastTransitionTime: &long}
 		status(csv)
 	}
-	newCSV(ns, "alpha.v1.0.0", v1alpha1.CSVPhaseFailed, doctor.ReasonTooManyOperatorGroups, "csv created in namespace with multiple operatorgroups, can't pick one automatically")
+	newCSV(ns, "alpha.v1.0.0", v1alpha1.CSVPhaseFailed, string(v1alpha1.CSVReasonTooManyOperatorGroups), "csv created in namespace with multiple operatorgroups, can't pick one automatically")
 	// A CSV waiting for its Deployment for an hour.
 	newCSV(ns, "gamma.v1.0.0", v1alpha1.CSVPhaseInstalling, "InstallWaiting", `installing: waiting for deployment gamma to become ready: deployment "gamma" not available`)
 	// An orphan CSV and the Subscription whose resolution it blocks.

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // maxLabelValue is the Kubernetes limit for label values and DNS labels.
@@ -60,4 +62,13 @@ func IsCopiedCSV(namespace string, labels, annotations map[string]string, reason
 	}
 	_, copied := labels[CopiedFromLabel]
 	return copied
+}
+
+// IsCatalogSourceRef reports whether an ownerReference names a CatalogSource as OLM writes it on
+// the registry pods and the bundle unpack ConfigMaps it creates: apiVersion
+// operators.coreos.com/v1alpha1, kind CatalogSource, a name and a UID. Anyone who can write the
+// object can write such a reference: it proves nothing until a CatalogSource of that name and UID
+// is found.
+func IsCatalogSourceRef(r metav1.OwnerReference) bool {
+	return r.APIVersion == V1alpha1APIVersion && r.Kind == CatalogSourceKind && r.Name != "" && r.UID != ""
 }

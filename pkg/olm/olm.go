@@ -27,6 +27,9 @@ const (
 	BundleUnpackRefLabel = "operatorframework.io/bundle-unpack-ref"
 	// ComponentLabelPrefix starts the operators.coreos.com/<package>.<namespace> label.
 	ComponentLabelPrefix = "operators.coreos.com/"
+	// VersionLabel marks the CSVs OLM's own manifests install (packageserver): they have no
+	// Subscription by design.
+	VersionLabel = "olm.version"
 	// JobNameLabel is set by the Job API on pod templates; OLM watches unpack pods by it.
 	JobNameLabel = "job-name"
 )

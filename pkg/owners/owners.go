@@ -1,7 +1,7 @@
 // Package owners holds F1's knowledge (OLM issue #3199): which Subscriptions must own an
 // InstallPlan, the ownerReference OLM writes for them, and the patch that adds what is missing
 // without touching what OLM wrote. The InstallPlan webhook, the repair and drift reconcilers,
-// doctor and the Subscription policies all decide with it.
+// doctor, the Subscription policies and the approval guard all decide with it.
 package owners
 
 import (
@@ -142,6 +142,17 @@ func OwnerReferencesPatch(refs []metav1.OwnerReference, owners []Subscription) [
 func IsSubscriptionRef(r metav1.OwnerReference) bool {
 	gv, err := schema.ParseGroupVersion(r.APIVersion)
 	return r.Kind == olm.SubscriptionKind && err == nil && gv.Group == olm.Group
+}
+
+// NamesSubscription reports whether refs hold an ownerReference to the Subscription name with
+// uid: one IsSubscriptionRef matches, of that name, and of that UID when the reference carries one.
+func NamesSubscription(refs []metav1.OwnerReference, name string, uid types.UID) bool {
+	for _, r := range refs {
+		if IsSubscriptionRef(r) && r.Name == name && (r.UID == "" || r.UID == uid) {
+			return true
+		}
+	}
+	return false
 }
 
 // DroppedOwners returns the names of live Subscriptions (name -> UID) referenced by oldRefs but

@@ -106,13 +106,15 @@ func IsOLMConfigMap(cm *corev1.ConfigMap) bool {
 	return ok
 }
 
-// CatalogSourceOwner returns the CatalogSource owner of an OLM-managed ConfigMap.
+// CatalogSourceOwner returns the CatalogSource owner of an OLM-managed ConfigMap: the first
+// ownerReference as OLM writes it (olm.IsCatalogSourceRef: operators.coreos.com/v1alpha1, kind
+// CatalogSource, a name and a UID), the rule pkg/catalog applies to registry pods.
 func CatalogSourceOwner(cm *corev1.ConfigMap) (metav1.OwnerReference, bool) {
 	if cm.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
 		return metav1.OwnerReference{}, false
 	}
 	for _, r := range cm.OwnerReferences {
-		if r.Kind == olm.CatalogSourceKind {
+		if olm.IsCatalogSourceRef(r) {
 			return r, true
 		}
 	}

@@ -1,12 +1,14 @@
 package unpack
 
 import (
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
 // OLMTTLSeconds is the ttlSecondsAfterFinished OLM v0.43+ sets on its unpack Jobs (OLM PR #3832).
@@ -90,4 +92,35 @@ func DecideRetry(u FailedUnpack, now time.Time, after time.Duration) RetryDecisi
 func OLMRetryInterval(annotations map[string]string) bool {
 	d, err := time.ParseDuration(annotations[olm.BundleUnpackMinRetryIntervalAnnotation])
 	return err == nil && d > 0
+}
+
+// PlanFailure is how the catalog-operator recorded that an InstallPlan failed unpacking a bundle:
+// the failed bundle lookup (Path set), or the plan's Installed=False condition.
+type PlanFailure struct {
+	// Path is the bundle image of a lookup with BundleLookupFailed=True; "" for the condition.
+	Path                  string
+	Type, Reason, Message string
+}
+
+// PlanUnpackFailure reports whether a Failed InstallPlan failed on a bundle unpack, and OLM's
+// record of it: a bundle lookup with BundleLookupFailed=True, or else an Installed=False condition
+// whose message says the unpacking failed. OLM does not create another plan while this one stays
+// Failed; before v0.43 neither does it unpack again (OLM issue #2265).
+func PlanUnpackFailure(p *v1alpha1.InstallPlan) (PlanFailure, bool) {
+	if p.Status.Phase != v1alpha1.InstallPlanPhaseFailed {
+		return PlanFailure{}, false
+	}
+	for _, l := range p.Status.BundleLookups {
+		for _, c := range l.Conditions {
+			if c.Type == v1alpha1.BundleLookupFailed && c.Status == corev1.ConditionTrue {
+				return PlanFailure{Path: l.Path, Type: c.Type, Reason: c.Reason, Message: c.Message}, true
+			}
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1alpha1.InstallPlanInstalled && c.Status == corev1.ConditionFalse && strings.HasPrefix(c.Message, v1alpha1.InstallPlanUnpackFailedPrefix) {
+			return PlanFailure{Type: c.Type, Reason: c.Reason, Message: c.Message}, true
+		}
+	}
+	return PlanFailure{}, false
 }

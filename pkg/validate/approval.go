@@ -7,8 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/pkg/review"
 )
 
@@ -43,7 +43,7 @@ func ApprovalPolicies(p Policies, a Approval, subs []v1alpha1.Subscription) []Vi
 	var stale, automatic, upgraded []string
 	for i := range subs {
 		s := &subs[i]
-		if s.DeletionTimestamp != nil || !ownedBy(a.Owners, s) {
+		if s.DeletionTimestamp != nil || !owners.NamesSubscription(a.Owners, s.Name, s.UID) {
 			continue
 		}
 		if ref := s.Status.InstallPlanRef; ref != nil && ref.Name != "" && ref.Name != a.Plan && s.Status.InstallPlanGeneration > a.Generation {
@@ -74,13 +74,6 @@ func ApprovalPolicies(p Policies, a Approval, subs []v1alpha1.Subscription) []Vi
 			a.Plan, strings.Join(automatic, ", "), strings.Join(upgraded, ", "))})
 	}
 	return out
-}
-
-// ownedBy reports whether refs name Subscription s (by UID when the reference has one).
-func ownedBy(refs []metav1.OwnerReference, s *v1alpha1.Subscription) bool {
-	return slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool {
-		return r.Kind == olm.SubscriptionKind && r.Name == s.Name && (r.UID == "" || r.UID == s.UID)
-	})
 }
 
 // planSpec is the part of an InstallPlan's spec the approval guard reads.

@@ -2,12 +2,12 @@ package validate
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/operatorgroups"
 )
 
 // The checks of the OperatorGroup guard (--policy-operatorgroups), as olmguard_webhook_policy_violations_total names them.
@@ -30,7 +30,7 @@ func OperatorGroupPolicies(p Policies, name, namespace string, others []metav1.O
 		return nil
 	}
 	var out []Violation
-	if existing := liveNames(others, name); len(existing) > 0 {
+	if existing := operatorgroups.LiveNames(others, name); operatorgroups.TooMany(len(existing) + 1) {
 		// OLM fails every CSV in a namespace with more than one OperatorGroup, reason
 		// TooManyOperatorGroups, until one is left (OLM PR #669).
 		out = append(out, Violation{Policy: SecondOperatorGroupPolicy, Mode: p.OperatorGroups, Message: fmt.Sprintf(
@@ -51,22 +51,10 @@ func OperatorGroupPolicies(p Policies, name, namespace string, others []metav1.O
 // NoOperatorGroup (OLM issue #1063), so OLM never installs it. Only ever a warning: the
 // OperatorGroup may be created next.
 func SubscriptionWithoutOperatorGroup(p Policies, sub *v1alpha1.Subscription, groups []metav1.ObjectMeta) []Violation {
-	if p.OperatorGroups == Off || len(liveNames(groups, "")) > 0 {
+	if p.OperatorGroups == Off || !operatorgroups.Missing(len(operatorgroups.LiveNames(groups, ""))) {
 		return nil
 	}
 	return []Violation{{Policy: NoOperatorGroupPolicy, Mode: Warn, Message: fmt.Sprintf(
 		"namespace %s has no OperatorGroup, so OLM will not install Subscription %s: create one OperatorGroup in namespace %s (spec.targetNamespaces [%s] for a single-namespace operator, an empty spec for all namespaces)",
 		sub.Namespace, sub.Name, sub.Namespace, sub.Namespace)}}
-}
-
-// liveNames returns the sorted names of objs not being deleted, except skip.
-func liveNames(objs []metav1.ObjectMeta, skip string) []string {
-	var out []string
-	for _, o := range objs {
-		if o.DeletionTimestamp == nil && (skip == "" || o.Name != skip) {
-			out = append(out, o.Name)
-		}
-	}
-	sort.Strings(out)
-	return out
 }

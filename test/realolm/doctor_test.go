@@ -127,7 +127,7 @@ func TestDoctorOLMFailures(t *testing.T) {
 	testenv.Eventually(t, "OLM fails "+csvName+" with TooManyOperatorGroups", func(ctx context.Context) (bool, error) {
 		csv := &v1alpha1.ClusterServiceVersion{}
 		err := c.Client.Get(ctx, client.ObjectKey{Namespace: twoOGs, Name: csvName}, csv)
-		return err == nil && csv.Status.Reason == doctor.ReasonTooManyOperatorGroups, err
+		return err == nil && csv.Status.Reason == v1alpha1.CSVReasonTooManyOperatorGroups, err
 	})
 	code, report := doctorReport(t, c, twoOGs)
 	f := finding(t, report, "TooManyOperatorGroups", "og-again")

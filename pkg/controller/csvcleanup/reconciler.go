@@ -36,6 +36,7 @@ import (
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/operatorgroups"
 	"github.com/olmguard/olmguard/pkg/write"
 )
 
@@ -451,7 +452,7 @@ func (r *Reconciler) targetNamespaces(ctx context.Context, ns string) ([]string,
 	if err := r.Client.List(ctx, ogs, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
-	if len(ogs.Items) != 1 {
+	if n := len(ogs.Items); operatorgroups.TooMany(n) || operatorgroups.Missing(n) {
 		return nil, nil // OLM itself refuses to run without exactly one group
 	}
 	var all []string

@@ -57,6 +57,9 @@ type GRPCConnectionState struct {
 	LastConnectTime   *metav1.Time `json:"lastConnect,omitempty"`
 }
 
+// ConnectionStateReady is the lastObservedState of a catalog the catalog-operator can resolve from.
+const ConnectionStateReady = "READY"
+
 // RegistryServiceStatus is the Service in front of the catalog pods.
 //
 // +kubebuilder:pruning:PreserveUnknownFields

@@ -11,13 +11,14 @@ import (
 type ClusterServiceVersionPhase string
 
 const (
-	CSVPhaseNone       ClusterServiceVersionPhase = ""
-	CSVPhasePending    ClusterServiceVersionPhase = "Pending"
-	CSVPhaseInstalling ClusterServiceVersionPhase = "Installing"
-	CSVPhaseSucceeded  ClusterServiceVersionPhase = "Succeeded"
-	CSVPhaseFailed     ClusterServiceVersionPhase = "Failed"
-	CSVPhaseReplacing  ClusterServiceVersionPhase = "Replacing"
-	CSVPhaseDeleting   ClusterServiceVersionPhase = "Deleting"
+	CSVPhaseNone         ClusterServiceVersionPhase = ""
+	CSVPhasePending      ClusterServiceVersionPhase = "Pending"
+	CSVPhaseInstallReady ClusterServiceVersionPhase = "InstallReady"
+	CSVPhaseInstalling   ClusterServiceVersionPhase = "Installing"
+	CSVPhaseSucceeded    ClusterServiceVersionPhase = "Succeeded"
+	CSVPhaseFailed       ClusterServiceVersionPhase = "Failed"
+	CSVPhaseReplacing    ClusterServiceVersionPhase = "Replacing"
+	CSVPhaseDeleting     ClusterServiceVersionPhase = "Deleting"
 )
 
 // ConditionReason is status.reason of a CSV.
@@ -28,6 +29,15 @@ const (
 	CSVReasonBeingReplaced     ConditionReason = "BeingReplaced"
 	CSVReasonReplaced          ConditionReason = "Replaced"
 	CSVReasonInstallSuccessful ConditionReason = "InstallSucceeded"
+	// CSVReasonRequirementsNotMet and CSVReasonRequirementsUnknown: a CSV Pending on what its
+	// requirements (CRDs, permissions, APIs) miss.
+	CSVReasonRequirementsNotMet  ConditionReason = "RequirementsNotMet"
+	CSVReasonRequirementsUnknown ConditionReason = "RequirementsUnknown"
+	// CSVReasonTooManyOperatorGroups: olm-operator fails every CSV of a namespace holding more
+	// than one OperatorGroup (operatorGroupForCSV; OLM PR #669).
+	CSVReasonTooManyOperatorGroups ConditionReason = "TooManyOperatorGroups"
+	// CSVReasonNoOperatorGroup: olm-operator fails a CSV in a namespace without an OperatorGroup.
+	CSVReasonNoOperatorGroup ConditionReason = "NoOperatorGroup"
 )
 
 // ClusterServiceVersion describes one version of an installed operator.

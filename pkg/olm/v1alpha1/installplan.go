@@ -22,6 +22,9 @@ const (
 	InstallPlanInstalled                = "Installed"
 	InstallPlanReasonComponentFailed    = "InstallComponentFailed"
 	InstallPlanReasonInstallCheckFailed = "InstallCheckFailed"
+	// InstallPlanUnpackFailedPrefix starts the message of the Installed=False condition the
+	// catalog-operator writes on a plan whose bundle could not be unpacked.
+	InstallPlanUnpackFailedPrefix = "bundle unpacking failed"
 )
 
 // Bundle lookup condition types.
