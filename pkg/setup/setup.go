@@ -6,11 +6,11 @@ package setup
 
 import (
 	"flag"
-	"fmt"
-	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/olmguard/olmguard/internal/flags"
 
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
@@ -48,7 +48,7 @@ func (w *Webhook) BindFlags(fs *flag.FlagSet) {
 	w.Policies.BindFlags(fs)
 	w.TrustedCatalogs.BindFlags(fs)
 	fs.DurationVar(&w.UnpackJobTTL, "unpack-job-ttl", w.UnpackJobTTL, "ttlSecondsAfterFinished given to bundle unpack Jobs OLM creates without one (0 leaves them as they are)")
-	fs.Var(userList{&w.CleanupUsers}, "cleanup-finalizer-users", "comma-separated users allowed to remove olmguard.io/cleanup during a cleanup: the controller's identity")
+	fs.Var(flags.List{Items: &w.CleanupUsers, Required: "at least one user is required"}, "cleanup-finalizer-users", "comma-separated users allowed to remove olmguard.io/cleanup during a cleanup: the controller's identity")
 	fs.BoolVar(&w.ConsistentSubscriptionReads, "consistent-subscription-reads", w.ConsistentSubscriptionReads, "list Subscriptions (an InstallPlan's owners, the Subscription and InstallPlan policies) with a consistent read, which finds every Subscription committed before the request on any apiserver; false reads the serving apiserver's watch cache, which is cheaper under bursts of plans but can miss a Subscription created a moment before (the controller then repairs the plan)")
 }
 
@@ -122,28 +122,4 @@ func CatalogPods(o catalogpods.Options) controller.Setup {
 // the failures olmguard cannot heal alone can be alerted on.
 func OLMAudit(o olmaudit.Options) controller.Setup {
 	return controller.Setup{Name: olmaudit.Name, Cache: olmaudit.CacheNeeds(), Add: func(mgr manager.Manager) error { return olmaudit.Add(mgr, o) }}
-}
-
-// userList is a comma-separated list flag.
-type userList struct{ users *[]string }
-
-func (u userList) String() string {
-	if u.users == nil {
-		return ""
-	}
-	return strings.Join(*u.users, ",")
-}
-
-func (u userList) Set(v string) error {
-	var out []string
-	for _, x := range strings.Split(v, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	if len(out) == 0 {
-		return fmt.Errorf("at least one user is required")
-	}
-	*u.users = out
-	return nil
 }
