@@ -8,14 +8,10 @@ import (
 	"flag"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-
 	"github.com/olmguard/olmguard/internal/flags"
 
-	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
-	"github.com/olmguard/olmguard/pkg/controller/installplans"
 	"github.com/olmguard/olmguard/pkg/controller/olmaudit"
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
@@ -52,74 +48,13 @@ func (w *Webhook) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&w.ConsistentSubscriptionReads, "consistent-subscription-reads", w.ConsistentSubscriptionReads, "list Subscriptions (an InstallPlan's owners, the Subscription and InstallPlan policies) with a consistent read, which finds every Subscription committed before the request on any apiserver; false reads the serving apiserver's watch cache, which is cheaper under bursts of plans but can miss a Subscription created a moment before (the controller then repairs the plan)")
 }
 
-// Controller is the configuration of the controller's reconcilers: each concern's own options.
-// The manager's settings are controller.Options.
+// Controller is the configuration of the controller's reconcilers: each concern's own options,
+// one field per reconciler with options in the registry (registry.go). The manager's settings are
+// controller.Options.
 type Controller struct {
 	SubscriptionDrift subscriptiondrift.Options
 	CSVCleanup        csvcleanup.Options
 	UnpackJobs        unpackjobs.Options
 	CatalogPods       catalogpods.Options
 	OLMAudit          olmaudit.Options
-}
-
-// DefaultController returns the flag defaults.
-func DefaultController() Controller {
-	return Controller{SubscriptionDrift: subscriptiondrift.DefaultOptions(), CSVCleanup: csvcleanup.DefaultOptions(),
-		UnpackJobs: unpackjobs.DefaultOptions(), CatalogPods: catalogpods.DefaultOptions(), OLMAudit: olmaudit.DefaultOptions()}
-}
-
-// BindFlags registers every reconciler's flags.
-func (c *Controller) BindFlags(fs *flag.FlagSet) {
-	c.CatalogPods.BindFlags(fs)
-	c.CSVCleanup.BindFlags(fs)
-	c.SubscriptionDrift.BindFlags(fs)
-	c.UnpackJobs.BindFlags(fs)
-	c.OLMAudit.BindFlags(fs)
-}
-
-// Validate reports the first invalid reconciler option.
-func (c Controller) Validate() error {
-	for _, err := range []error{c.CatalogPods.Validate(), c.CSVCleanup.Validate(), c.SubscriptionDrift.Validate(), c.UnpackJobs.Validate(), c.OLMAudit.Validate()} {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Reconcilers returns every reconciler of the controller, in the order they are added.
-func (c Controller) Reconcilers() []controller.Setup {
-	return []controller.Setup{InstallPlanOwners(), SubscriptionDrift(c.SubscriptionDrift), CSVCleanup(c.CSVCleanup),
-		UnpackJobs(c.UnpackJobs), CatalogPods(c.CatalogPods), OLMAudit(c.OLMAudit)}
-}
-
-// InstallPlanOwners repairs plans written while the webhook was away (F1).
-func InstallPlanOwners() controller.Setup {
-	return controller.Setup{Name: installplans.Name, Cache: installplans.CacheNeeds(), Add: installplans.Add}
-}
-
-// SubscriptionDrift reports and nudges Subscriptions out of step with their plan (F2).
-func SubscriptionDrift(o subscriptiondrift.Options) controller.Setup {
-	return controller.Setup{Name: subscriptiondrift.Name, Cache: subscriptiondrift.CacheNeeds(), Add: func(mgr manager.Manager) error { return subscriptiondrift.Add(mgr, o) }}
-}
-
-// CSVCleanup runs the CSV cleanup finalizer (F3).
-func CSVCleanup(o csvcleanup.Options) controller.Setup {
-	return controller.Setup{Name: csvcleanup.Name, Cache: csvcleanup.CacheNeeds(), Add: func(mgr manager.Manager) error { return csvcleanup.Add(mgr, o) }}
-}
-
-// UnpackJobs keeps OLM's unpack Jobs visible and tidy (F4).
-func UnpackJobs(o unpackjobs.Options) controller.Setup {
-	return controller.Setup{Name: unpackjobs.Name, Cache: unpackjobs.CacheNeeds(), Add: func(mgr manager.Manager) error { return unpackjobs.Add(mgr, o) }}
-}
-
-// CatalogPods recovers catalog pods stranded on lost nodes (F5).
-func CatalogPods(o catalogpods.Options) controller.Setup {
-	return controller.Setup{Name: catalogpods.Name, Cache: catalogpods.CacheNeeds(), Add: func(mgr manager.Manager) error { return catalogpods.Add(mgr, o) }}
-}
-
-// OLMAudit runs doctor's checks every interval and exports their findings as metrics, so that
-// the failures olmguard cannot heal alone can be alerted on.
-func OLMAudit(o olmaudit.Options) controller.Setup {
-	return controller.Setup{Name: olmaudit.Name, Cache: olmaudit.CacheNeeds(), Add: func(mgr manager.Manager) error { return olmaudit.Add(mgr, o) }}
 }
