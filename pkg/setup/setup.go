@@ -21,7 +21,7 @@ import (
 // Webhook is the configuration of olmguard's admission handlers.
 type Webhook struct {
 	Policies validate.Policies
-	// UnpackJobTTL is given to unpack Jobs OLM creates without one.
+	// UnpackJobTTL is given to unpack Jobs OLM creates without one (--unpack-job-default-ttl).
 	UnpackJobTTL time.Duration
 	// CleanupUsers may remove olmguard.io/cleanup while a cleanup is pending.
 	CleanupUsers []string
@@ -39,11 +39,13 @@ func DefaultWebhook() Webhook {
 		TrustedCatalogs: validate.DefaultTrustedCatalogs()}
 }
 
-// BindFlags registers the policy flags, the trusted catalogs and --unpack-job-ttl.
+// BindFlags registers the policy flags, the trusted catalogs and --unpack-job-default-ttl.
 func (w *Webhook) BindFlags(fs *flag.FlagSet) {
 	w.Policies.BindFlags(fs)
 	w.TrustedCatalogs.BindFlags(fs)
-	fs.DurationVar(&w.UnpackJobTTL, "unpack-job-ttl", w.UnpackJobTTL, "ttlSecondsAfterFinished given to bundle unpack Jobs OLM creates without one (0 leaves them as they are)")
+	fs.DurationVar(&w.UnpackJobTTL, "unpack-job-default-ttl", w.UnpackJobTTL, "ttlSecondsAfterFinished given to bundle unpack Jobs OLM creates without one (0 leaves them as they are)")
+	// The former name, which the controller used too for another setting (--unpack-job-retention).
+	flags.Alias(fs, "unpack-job-default-ttl", "unpack-job-ttl")
 	fs.Var(flags.List{Items: &w.CleanupUsers, Required: "at least one user is required"}, "cleanup-finalizer-users", "comma-separated users allowed to remove olmguard.io/cleanup during a cleanup: the controller's identity")
 	fs.BoolVar(&w.ConsistentSubscriptionReads, "consistent-subscription-reads", w.ConsistentSubscriptionReads, "list Subscriptions (an InstallPlan's owners, the Subscription and InstallPlan policies) with a consistent read, which finds every Subscription committed before the request on any apiserver; false reads the serving apiserver's watch cache, which is cheaper under bursts of plans but can miss a Subscription created a moment before (the controller then repairs the plan)")
 }
