@@ -70,7 +70,7 @@ func (c Command) Main(args []string, stdout, stderr io.Writer) int {
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 	for _, warning := range flags.Deprecations(fs) {
-		logger.WithName("flags").Info("deprecated flag: " + warning)
+		logger.WithName("flags").Info(warning)
 	}
 	cfg, err := config.GetConfig()
 	if err != nil {

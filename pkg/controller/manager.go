@@ -1,6 +1,7 @@
 // Package controller assembles olmguard's controller: a controller-runtime manager with leader
 // election, probes and metrics, to which reconcilers are added through Setup values. The
-// reconcilers of pkg/controller/<concern> know nothing of it: pkg/setup turns each into a Setup.
+// reconcilers of pkg/controller/<concern> know nothing of it: pkg/setup's registry turns each into
+// a Setup.
 package controller
 
 import (
