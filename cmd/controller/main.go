@@ -42,12 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			opts.BindFlags(fs)
 			reconcilers.BindFlags(fs)
 		},
-		Validate: func() error {
-			if err := opts.Validate(); err != nil {
-				return err
-			}
-			return reconcilers.Validate()
-		},
+		Validate: func() error { return setup.ValidateController(opts, reconcilers) },
 		Run: func(ctx context.Context, cfg *rest.Config) error {
 			memory.Log(ctrl.Log.WithName("memlimit"))
 			return controller.Run(ctx, cfg, opts, reconcilers.Reconcilers()...)

@@ -44,3 +44,13 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) { clitest.Version(t, run, name, "--version") }
+
+// An unknown --controllers name is a bad flag, checked against the registry before the
+// controller starts (fails before the registry: it was found only once the manager was built,
+// after the kubeconfig was loaded, and exited 1).
+func TestUnknownReconcilerIsABadFlag(t *testing.T) {
+	clitest.BadFlags(t, run, name, []clitest.BadFlag{
+		{Args: []string{"--controllers=csv-cleanup,nope"}, Want: `--controllers: unknown reconciler "nope" (known: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods, olm-audit)`},
+		{Args: []string{"--controllers=,"}, Want: "lists no reconciler"},
+	})
+}

@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"syscall"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
@@ -24,8 +22,7 @@ import (
 	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/internal/version"
 	"github.com/olmguard/olmguard/pkg/doctor"
-	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
-	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	olmscheme "github.com/olmguard/olmguard/pkg/olm/scheme"
 	"github.com/olmguard/olmguard/pkg/uninstall"
 )
 
@@ -176,14 +173,8 @@ func newClient() (client.Client, error) {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.UserAgent = kubeapi.UserAgent("kubectl-olmguard")
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := olmv1.AddToScheme(s); err != nil {
+	s, err := olmscheme.New()
+	if err != nil {
 		return nil, err
 	}
 	return client.New(cfg, client.Options{Scheme: s})

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/internal/kubeapi"
 	"github.com/olmguard/olmguard/internal/version"
 )
@@ -64,9 +65,13 @@ func (c Command) Main(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
+	zapOpts.DestWriter = stderr
 	logger := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
+	for _, warning := range flags.Deprecations(fs) {
+		logger.WithName("flags").Info(warning)
+	}
 	cfg, err := config.GetConfig()
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: loading kubeconfig: %v\n", c.Name, err)

@@ -1,6 +1,7 @@
 // Package controller assembles olmguard's controller: a controller-runtime manager with leader
 // election, probes and metrics, to which reconcilers are added through Setup values. The
-// reconcilers of pkg/controller/<concern> know nothing of it: pkg/setup turns each into a Setup.
+// reconcilers of pkg/controller/<concern> know nothing of it: pkg/setup's registry turns each into
+// a Setup.
 package controller
 
 import (
@@ -10,9 +11,6 @@ import (
 	"net/http"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -24,8 +22,7 @@ import (
 	// Registers olmguard's metrics, so /metrics lists them before a reconciler records one.
 	_ "github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/metricsauth"
-	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
-	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	olmscheme "github.com/olmguard/olmguard/pkg/olm/scheme"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 )
 
@@ -41,17 +38,6 @@ type Setup struct {
 	Cache cacheneeds.Needs
 }
 
-// Scheme returns the kinds the controller reads: built-in kinds and OLM's typed views.
-func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, olmv1.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
 // NewManager validates the options, builds the manager with probes and adds the reconcilers.
 func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, error) {
 	if cfg == nil {
@@ -64,7 +50,7 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 	if err != nil {
 		return nil, err
 	}
-	scheme, err := Scheme()
+	scheme, err := olmscheme.New()
 	if err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 )
 
@@ -86,18 +87,18 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress, `address of Go's /debug/pprof profiles, for measuring; unauthenticated, so keep it on loopback ("0" disables)`)
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers the kube-apiserver authenticates and allows get on /metrics")
 	fs.Int64Var(&o.CacheListPageSize, "cache-list-page-size", o.CacheListPageSize, "objects per page of the caches' lists, each page trimmed before the next is read (0: client-go's own list or watch-list stream)")
-	fs.Func("controllers", "comma-separated reconcilers to run, all when empty: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods, olm-audit", func(v string) error {
-		o.Controllers = nil
-		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				o.Controllers = append(o.Controllers, name)
-			}
-		}
-		if len(o.Controllers) == 0 {
-			return errors.New("lists no reconciler")
-		}
-		return nil
-	})
+	fs.Var(flags.List{Items: &o.Controllers, Required: "lists no reconciler"}, "controllers", controllersUsage)
+}
+
+// controllersUsage is --controllers' help; DescribeReconcilers adds the reconcilers' names.
+const controllersUsage = "comma-separated reconcilers to run, all when empty"
+
+// DescribeReconcilers lists the names of the registered reconcilers (pkg/setup's registry) in the
+// help of --controllers, when fs has it (BindFlags).
+func DescribeReconcilers(fs *flag.FlagSet, names []string) {
+	if f := fs.Lookup("controllers"); f != nil {
+		f.Usage = controllersUsage + ": " + strings.Join(names, ", ")
+	}
 }
 
 // Selected returns the setups Controllers names (all when it is empty), or an error naming an

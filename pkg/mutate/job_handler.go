@@ -20,7 +20,7 @@ const JobsWebhook = "jobs"
 // JobHandler serves /mutate/jobs: OLM's unpack Jobs get a namespace-scoped name and a TTL (F4,
 // OLM issue #3210).
 type JobHandler struct {
-	// TTL is given to finished unpack Jobs OLM left without one (--unpack-job-ttl).
+	// TTL is given to finished unpack Jobs OLM left without one (--unpack-job-default-ttl).
 	TTL time.Duration
 	// Catalogs tells whether a namespace holds a CatalogSource. OLM creates unpack Jobs only in
 	// the CatalogSource's namespace, so a look-alike Job anywhere else is a tenant's and is left

@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/olmguard/olmguard/internal/flags"
+
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
@@ -48,8 +50,8 @@ func DefaultTrustedCatalogs() TrustedCatalogs {
 // --trusted-catalog-registries.
 func (t *TrustedCatalogs) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&nameFlag{&t.GlobalNamespace}, "global-catalog-namespace", "OLM's global catalog namespace (its catalog-operator's --namespace; openshift-marketplace on OpenShift): its CatalogSources are always trusted by --policy-catalog-trust")
-	fs.Var(&listFlag{&t.Namespaces, checkNamespaceName}, "trusted-catalog-namespaces", "comma-separated namespaces whose CatalogSources --policy-catalog-trust trusts besides the global catalog namespace")
-	fs.Var(&listFlag{&t.Registries, checkRegistry}, "trusted-catalog-registries", "comma-separated image prefixes (a registry host, optionally with a path, e.g. registry.example.com/catalogs) from which a gRPC CatalogSource with spec.image and no spec.address is trusted in any namespace; matched on a path boundary")
+	fs.Var(flags.List{Items: &t.Namespaces, Check: checkNamespaceName}, "trusted-catalog-namespaces", "comma-separated namespaces whose CatalogSources --policy-catalog-trust trusts besides the global catalog namespace")
+	fs.Var(flags.List{Items: &t.Registries, Check: checkRegistry}, "trusted-catalog-registries", "comma-separated image prefixes (a registry host, optionally with a path, e.g. registry.example.com/catalogs) from which a gRPC CatalogSource with spec.image and no spec.address is trusted in any namespace; matched on a path boundary")
 }
 
 // NamespaceTrusted reports whether CatalogSources in ns are trusted whatever they serve.
@@ -202,34 +204,6 @@ func (n *nameFlag) Set(v string) error {
 		return err
 	}
 	*n.name = v
-	return nil
-}
-
-// listFlag is a comma-separated list flag whose items are checked.
-type listFlag struct {
-	items *[]string
-	check func(string) error
-}
-
-func (l *listFlag) String() string {
-	if l == nil || l.items == nil {
-		return ""
-	}
-	return strings.Join(*l.items, ",")
-}
-
-func (l *listFlag) Set(v string) error {
-	var out []string
-	for _, x := range strings.Split(v, ",") {
-		if x = strings.TrimSpace(x); x == "" {
-			continue
-		}
-		if err := l.check(x); err != nil {
-			return err
-		}
-		out = append(out, x)
-	}
-	*l.items = out
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/olmguard/olmguard/certs"
+	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/internal/tlsconfig"
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olmguard"
@@ -105,17 +106,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "issue and rotate a self-signed CA and serving certificate, kept in Secret "+olmguard.WebhookTLSSecretName+", and inject the CA into olmguard's webhook configurations")
 	fs.DurationVar(&o.SelfSignedCADuration, "self-signed-ca-duration", o.SelfSignedCADuration, "lifetime of a self-signed CA")
 	fs.DurationVar(&o.SelfSignedCertDuration, "self-signed-cert-duration", o.SelfSignedCertDuration, "lifetime of a self-signed serving certificate")
-	fs.Func("extra-sans", "comma-separated extra DNS names and IPs for a self-signed certificate", func(s string) error {
-		for _, v := range strings.Split(s, ",") {
-			if v = strings.TrimSpace(v); v != "" {
-				o.ExtraSANs = append(o.ExtraSANs, v)
-			}
-		}
-		return nil
-	})
+	fs.Var(flags.List{Items: &o.ExtraSANs, Append: true}, "extra-sans", "comma-separated extra DNS names and IPs for a self-signed certificate")
 	fs.DurationVar(&o.ShutdownDrain, "shutdown-drain", o.ShutdownDrain, "after SIGTERM, how long the server keeps answering reviews while closing every connection after its answer, so that the kube-apiserver moves its kept-alive connections to another replica before this one stops (0: stop at once)")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle: when set, every admission call must present a TLS client certificate from this CA with an allowed CommonName (--client-cn-names), or is refused with 403 before any admission logic; re-read when the file changes (docs/webhook-auth.md)")
-	fs.Var((*nameList)(&o.ClientCNNames), "client-cn-names", "comma-separated CommonNames a client certificate may carry with --client-ca-file; an empty value accepts any client certificate the CA issued (only for a CA that issues nothing else)")
+	fs.Var(flags.List{Items: &o.ClientCNNames}, "client-cn-names", "comma-separated CommonNames a client certificate may carry with --client-ca-file; an empty value accepts any client certificate the CA issued (only for a CA that issues nothing else)")
 	fs.IntVar(&o.MaxInflightRequests, "max-inflight-requests", o.MaxInflightRequests, "admission calls handled at once (their review bodies also at most 24 MiB together); more are answered 429 at once, which the kube-apiserver treats as a failed call (failurePolicy Ignore: admitted without olmguard's answer) (0: no cap)")
 	fs.StringVar(&o.RegisterURL, "register-url", o.RegisterURL, "base URL the apiserver calls (e.g. https://127.0.0.1:9443); when set, the server creates or updates olmguard's webhook configurations itself")
 }
@@ -229,20 +223,4 @@ func (o *Options) certSpec() certs.Spec {
 		}
 	}
 	return s
-}
-
-// nameList is a comma-separated flag value that replaces the list (an empty value: an empty list).
-type nameList []string
-
-func (l *nameList) String() string { return strings.Join(*l, ",") }
-
-func (l *nameList) Set(s string) error {
-	names := []string{}
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			names = append(names, v)
-		}
-	}
-	*l = names
-	return nil
 }

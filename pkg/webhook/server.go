@@ -21,8 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -38,24 +36,12 @@ import (
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/metricsauth"
-	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
-	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	olmscheme "github.com/olmguard/olmguard/pkg/olm/scheme"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
 func log(ctx context.Context) logr.Logger { return logf.FromContext(ctx).WithName("webhook") }
-
-// Scheme returns the kinds the webhook decodes: built-in kinds and OLM's typed views.
-func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, olmv1.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
 
 // Server is the assembled webhook server.
 type Server struct {
@@ -78,7 +64,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 	if err := validateEndpoints(o.Endpoints); err != nil {
 		return nil, err
 	}
-	scheme, err := Scheme()
+	scheme, err := olmscheme.New()
 	if err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}

@@ -192,7 +192,7 @@ type allowFunc func(k key, before record, after *record) (string, bool)
 //   - OLM's cluster objects for a tenant's CSV (labelled olm.owner.namespace=tenant-a-...) go
 //     with that CSV, and so does its Operator object (<package>.<tenant namespace>).
 //   - In OLM's namespace, finished unpack Jobs and their pods go after their TTL (OLM v0.43+ sets
-//     300 s; olmguard's --unpack-job-ttl 10 min), and the unpack Jobs and ConfigMaps of another
+//     300 s; olmguard's --unpack-job-default-ttl 10 min), and the unpack Jobs and ConfigMaps of another
 //     attack's install (begun before this attack's snapshot) are written on: OLM's own unpack.
 //   - A pod labelled RecoveredLabel: item 6's positive control, which olmguard must delete.
 func allowedEverywhere(k key, before record, after *record) (string, bool) {

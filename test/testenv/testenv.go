@@ -17,14 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/olmguard/olmguard/pkg/olm/crds"
-	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
-	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	olmscheme "github.com/olmguard/olmguard/pkg/olm/scheme"
 	"github.com/olmguard/olmguard/test/testbin"
 )
 
@@ -40,15 +38,12 @@ type Env struct {
 	stop   func() error
 }
 
-// Scheme returns a scheme with the built-in kinds, CRDs and OLM's typed views.
+// Scheme returns the binaries' scheme (pkg/olm/scheme): the built-in kinds, CRDs and OLM's
+// typed views.
 func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme, olmv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
+	s, err := olmscheme.New()
+	if err != nil {
+		panic(err)
 	}
 	return s
 }

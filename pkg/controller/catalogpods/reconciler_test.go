@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		env = e
 		o := catalogpods.DefaultOptions()
 		o.Grace = 2 * time.Second
-		return testenv.RunManager(e.Config, testenv.ManagerOptions(), setup.CatalogPods(o))
+		return testenv.RunManager(e.Config, testenv.ManagerOptions(), setup.Controller{CatalogPods: o}.Reconciler(catalogpods.Name))
 	})
 }
 

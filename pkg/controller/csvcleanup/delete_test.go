@@ -142,7 +142,7 @@ func startController(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	o := csvcleanup.DefaultOptions()
 	o.OperandCleanup = cleanup.OperandCleanupOptIn
-	stop, err := testenv.RunManager(env.Config, testenv.ManagerOptions(), setup.CSVCleanup(o))
+	stop, err := testenv.RunManager(env.Config, testenv.ManagerOptions(), setup.Controller{CSVCleanup: o}.Reconciler(csvcleanup.Name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/pkg/controller/installplans"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/pkg/setup"
@@ -25,7 +26,7 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(e *testenv.Env) (func() error, error) {
 		env = e
-		return testenv.RunManager(e.Config, testenv.ManagerOptions(), setup.InstallPlanOwners())
+		return testenv.RunManager(e.Config, testenv.ManagerOptions(), setup.Controller{}.Reconciler(installplans.Name))
 	})
 }
 

@@ -155,7 +155,7 @@ func TestRunsInTheControllerManager(t *testing.T) {
 	before := testutil.ToFloat64(metrics.AuditRuns.WithLabelValues("success"))
 	o := setup.DefaultController().OLMAudit
 	o.Interval = time.Hour // the first audit must not wait for it
-	stop, err := testenv.RunManager(env.Config, testenv.ManagerOptions(), setup.OLMAudit(o))
+	stop, err := testenv.RunManager(env.Config, testenv.ManagerOptions(), setup.Controller{OLMAudit: o}.Reconciler(olmaudit.Name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ const window = 2 * time.Second
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(e *testenv.Env) (func() error, error) {
 		env = e
-		return testenv.RunManager(e.Config, testenv.ManagerOptions(), setup.SubscriptionDrift(subscriptiondrift.Options{Window: window}))
+		return testenv.RunManager(e.Config, testenv.ManagerOptions(), setup.Controller{SubscriptionDrift: subscriptiondrift.Options{Window: window}}.Reconciler(subscriptiondrift.Name))
 	})
 }
 

@@ -51,7 +51,7 @@ type Reconciler struct {
 
 // Options are the reconciler's settings.
 type Options struct {
-	// TTL is how long a finished unpack Job left without a TTL is kept.
+	// TTL is how long a finished unpack Job left without a TTL is kept (--unpack-job-retention).
 	TTL time.Duration
 	// RetryFailed turns on the removal of failed unpack Jobs (off by default).
 	RetryFailed bool
@@ -64,8 +64,11 @@ func DefaultOptions() Options {
 	return Options{TTL: 10 * time.Minute, RetryFailedAfter: 2 * time.Minute}
 }
 
-// ttlFlag's bound leaves OLM the time to read a finished unpack Job's outcome.
-var ttlFlag = flags.Duration{Name: "unpack-job-ttl", Least: time.Minute, Usage: "time-to-live of finished bundle unpack Jobs"}
+// ttlFlag's bound leaves OLM the time to read a finished unpack Job's outcome. Its former name,
+// --unpack-job-ttl, is the webhook's former name for another setting (the TTL it gives to the
+// Jobs it admits, --unpack-job-default-ttl).
+var ttlFlag = flags.Duration{Name: "unpack-job-retention", Former: "unpack-job-ttl", Least: time.Minute,
+	Usage: "how long a finished bundle unpack Job without a ttlSecondsAfterFinished is kept before the controller deletes it"}
 
 // retryAfterFlag's bound leaves OLM the time to record the failure on the Subscriptions, and
 // users the time to read it, before the Job is gone.

@@ -80,7 +80,7 @@ func TestRetryFailedUnpackOnAPIServer(t *testing.T) {
 
 	o := unpackjobs.DefaultOptions()
 	o.RetryFailed, o.RetryFailedAfter = true, time.Second
-	stop, err := testenv.RunManager(env.Config, testenv.ManagerOptions(), setup.UnpackJobs(o))
+	stop, err := testenv.RunManager(env.Config, testenv.ManagerOptions(), setup.Controller{UnpackJobs: o}.Reconciler(unpackjobs.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
