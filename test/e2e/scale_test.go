@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -356,10 +357,18 @@ func measureControllerAtScale(t *testing.T, ctx context.Context, c *cluster.Clus
 		return
 	}
 	defer r.stop()
-	synced, pass := r.waitServing(t, ctx)
+	synced, pass, err := r.waitServing(t, ctx)
+	if err != nil {
+		r.reportExit(t, label, err)
+		return
+	}
 	line := fmt.Sprintf("caches synced %s, first full reconcile pass %s after start", synced.Round(100*time.Millisecond), pass.Round(100*time.Millisecond))
 	if audit {
-		done := r.waitLog(t, ctx, "OLM audit done", 20*time.Minute)
+		done, err := r.waitLog(t, ctx, "OLM audit done", 20*time.Minute)
+		if err != nil {
+			r.reportExit(t, label, err)
+			return
+		}
 		line += fmt.Sprintf(", first OLM audit done %s after start", done.Round(100*time.Millisecond))
 	}
 	if wait := 30*time.Second - time.Since(r.start); wait > 0 {
@@ -379,7 +388,11 @@ func measureControllerAtScale(t *testing.T, ctx context.Context, c *cluster.Clus
 		return
 	}
 	defer again.stop()
-	synced, pass = again.waitServing(t, ctx)
+	synced, pass, err = again.waitServing(t, ctx)
+	if err != nil {
+		again.reportExit(t, label+", restarted", err)
+		return
+	}
 	rss, err = again.p.PeakRSS()
 	if err != nil {
 		t.Fatal(err)
@@ -439,19 +452,29 @@ func (m *measuredController) stop() {
 	}
 }
 
+// reportExit reports a controller that exited by itself, with its peak memory until then.
+func (m *measuredController) reportExit(t *testing.T, label string, err error) {
+	t.Helper()
+	rss := "n/a"
+	if v, rerr := m.p.PeakRSS(); rerr == nil {
+		rss = fmt.Sprintf("%d MiB", v>>20)
+	}
+	t.Logf("RESULT controller (%s): not serving: %v; peak RSS %s, %s", label, err, rss, cgroupFigures(m.g))
+}
+
 // waitLog returns how long after start the controller's log first held msg.
-func (m *measuredController) waitLog(t *testing.T, ctx context.Context, msg string, timeout time.Duration) time.Duration {
+func (m *measuredController) waitLog(t *testing.T, ctx context.Context, msg string, timeout time.Duration) (time.Duration, error) {
 	t.Helper()
 	for time.Since(m.start) < timeout {
 		if m.p.Exited() {
-			t.Fatalf("controller exited; log in %s", m.p.Log)
+			return 0, fmt.Errorf("%w %s after start; log in %s", errExited, time.Since(m.start).Round(time.Second), m.p.Log)
 		}
 		b, err := os.ReadFile(m.p.Log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if bytes.Contains(b, []byte(`"msg":"`+msg)) {
-			return time.Since(m.start)
+			return time.Since(m.start), nil
 		}
 		select {
 		case <-ctx.Done():
@@ -460,16 +483,20 @@ func (m *measuredController) waitLog(t *testing.T, ctx context.Context, msg stri
 		}
 	}
 	t.Fatalf("no %q in the controller's log within %s; log in %s", msg, timeout, m.p.Log)
-	return 0
+	return 0, nil
 }
 
 // waitServing returns when every controller had started its workers (its caches synced, as
 // leader), and when every work queue was first empty with no reconcile running after that.
-func (m *measuredController) waitServing(t *testing.T, ctx context.Context) (synced, pass time.Duration) {
+// errExited: the process under measurement exited by itself (an earlier build whose caches do
+// not sync in time gives up): a figure to report, not a failure of the benchmark.
+var errExited = errors.New("exited")
+
+func (m *measuredController) waitServing(t *testing.T, ctx context.Context) (synced, pass time.Duration, err error) {
 	t.Helper()
 	for synced == 0 || pass == 0 {
 		if m.p.Exited() {
-			t.Fatalf("controller exited; log in %s", m.p.Log)
+			return synced, pass, fmt.Errorf("%w %s after start; log in %s", errExited, time.Since(m.start).Round(time.Second), m.p.Log)
 		}
 		if time.Since(m.start) > 20*time.Minute {
 			t.Fatalf("controller not serving within 20 minutes; log in %s", m.p.Log)
@@ -494,7 +521,7 @@ func (m *measuredController) waitServing(t *testing.T, ctx context.Context) (syn
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return synced, pass
+	return synced, pass, nil
 }
 
 // queuesIdle reads the controller's /metrics: every workqueue_depth and every
