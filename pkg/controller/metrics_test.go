@@ -35,7 +35,12 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- controller.Run(runCtx, env.Config, o) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {

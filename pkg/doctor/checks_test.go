@@ -142,8 +142,10 @@ func TestCheckCSVs(t *testing.T) {
 	}
 }
 
-// olmConfigMap is one of OLM's bundle unpack ConfigMaps as the catalog-operator writes it.
-func olmConfigMap(ns, name string) corev1.ConfigMap {
+// olmConfigMap is one of OLM's bundle unpack ConfigMaps as the catalog-operator writes it, in its
+// catalog's namespace olm.
+func olmConfigMap(name string) corev1.ConfigMap {
+	const ns = "olm"
 	return corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name + "-uid"),
 		Labels:          map[string]string{olm.ManagedLabel: olm.ManagedLabelValue},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: "cat", UID: "cat-uid"}}}}
@@ -185,9 +187,9 @@ func TestCheckUnpackJobs(t *testing.T) {
 		job("wrong-group", nil, otherGroup),                                    // kind ConfigMap of another group
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: "plain"}},
 	}
-	user := olmConfigMap("olm", "user-cm")
+	user := olmConfigMap("user-cm")
 	user.Labels = nil
-	got := CheckUnpackJobs(jobs, unpackConfigMaps(olmConfigMap("olm", "abc"), user))
+	got := CheckUnpackJobs(jobs, unpackConfigMaps(olmConfigMap("abc"), user))
 	if c := checks(t, got); c != "F4:UnpackJobNameConflict:olm/abc,F4:UnpackJobInvisible:olm/ou-456" {
 		t.Fatalf("findings %s", c)
 	}

@@ -71,8 +71,8 @@ func TestUnpackFailuresIgnoreForgedOwners(t *testing.T) {
 	subs := []v1alpha1.Subscription{subscription("s", "u", "", "", v1alpha1.SubscriptionCondition{Type: v1alpha1.SubscriptionBundleUnpackFailed,
 		Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonBundleUnpackFailed})}
 	subs[0].Namespace, subs[0].Spec.CatalogSourceNamespace = "tenant-a", "tenant-a"
-	got := CheckUnpackFailures(jobs, unpackConfigMaps(olmConfigMap("olm", "abc")), subs, nil, nil)
-	got = append(got, CheckUnpackJobs(jobs, unpackConfigMaps(olmConfigMap("olm", "abc")))...)
+	got := CheckUnpackFailures(jobs, unpackConfigMaps(olmConfigMap("abc")), subs, nil, nil)
+	got = append(got, CheckUnpackJobs(jobs, unpackConfigMaps(olmConfigMap("abc")))...)
 	if c := checks(t, got); c != "OLM:UnpackJobFailed:olm/ok,OLM:BundleUnpackFailed:tenant-a/s,F4:UnpackJobInvisible:olm/ok" {
 		t.Fatalf("findings %s", c)
 	}

@@ -172,7 +172,7 @@ func TestCheckUnpackFailures(t *testing.T) {
 	plans := []v1alpha1.InstallPlan{lookupFailed, installedFalse, otherFailure, installPlan("install-ok", v1alpha1.InstallPlanPhaseComplete)}
 	ogs := []olmv1.OperatorGroup{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "og"}}}
 
-	olmConfigMaps := unpackConfigMaps(olmConfigMap("olm", "cm-failed"))
+	olmConfigMaps := unpackConfigMaps(olmConfigMap("cm-failed"))
 	got := CheckUnpackFailures(jobs, olmConfigMaps, []v1alpha1.Subscription{unpackFailed, unpacking}, plans, ogs)
 	name := olm.UnpackName("quay.io/x/beta-bundle:v1")
 	wants(t, got, "OLM:UnpackJobFailed:olm/failed,OLM:BundleUnpackFailed:ns/beta,OLM:InstallPlanUnpackFailed:ns/install-old,OLM:InstallPlanUnpackFailed:ns/install-cond",

@@ -14,7 +14,7 @@ func TestUnpackName(t *testing.T) {
 	if UnpackName("a") == UnpackName("b") {
 		t.Fatal("different bundle paths must not share an unpack name")
 	}
-	if UnpackName("a") != UnpackName("a") {
+	if a, again := UnpackName("a"), UnpackName("a"); a != again {
 		t.Fatal("UnpackName must be deterministic")
 	}
 }

@@ -8,24 +8,27 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is operators.coreos.com/v1alpha1.
 	GroupVersion = schema.GroupVersion{Group: "operators.coreos.com", Version: "v1alpha1"}
 	// SchemeBuilder registers the types with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	// AddToScheme adds the types of this group version to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
-func init() {
-	SchemeBuilder.Register(
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
 		&Subscription{}, &SubscriptionList{},
 		&InstallPlan{}, &InstallPlanList{},
 		&ClusterServiceVersion{}, &ClusterServiceVersionList{},
 		&CatalogSource{}, &CatalogSourceList{},
 	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
 }
