@@ -57,6 +57,8 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"doctor imports a reconciler", "pkg/doctor", "pkg/controller/a", "pkg/doctor imports pkg/controller/a"},
 		{"plugin links the controller", "pkg/owners", "pkg/controller", "cmd/kubectl-olmguard imports pkg/controller (via pkg/doctor -> pkg/owners)"},
 		{"handler imports the server", "pkg/mutate", "pkg/webhook", "pkg/mutate imports pkg/webhook"},
+		{"configuration builder imports the table's types", "pkg/admit/registration", "pkg/admit", "pkg/admit/registration imports pkg/admit"},
+		{"shared admission code imports the server", "pkg/admit", "pkg/webhook", "pkg/admit imports pkg/webhook"},
 		{"product code imports the harness", "pkg/setup", "test/testenv", "pkg/setup imports test/testenv"},
 		{"a binary links the Helm SDK", "pkg/setup", "charts", "cmd/controller imports charts (via pkg/setup)"},
 	} {

@@ -6,7 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 )
 
 // HandlerFactory builds the handler of one admission path once the manager exists, so a handler

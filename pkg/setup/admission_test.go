@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
 // The configurations kustomize installs are the admission table's: `make manifests` renders the

@@ -36,12 +36,12 @@ import (
 	"github.com/olmguard/olmguard/internal/kubeapi"
 	"github.com/olmguard/olmguard/internal/tlsconfig"
 	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/metricsauth"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
 func log(ctx context.Context) logr.Logger { return logf.FromContext(ctx).WithName("webhook") }
