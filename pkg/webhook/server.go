@@ -146,7 +146,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 		return next
 	}
 	for _, e := range o.Endpoints {
-		h, err := e.Handler(mgr)
+		h, err := e.Build(mgr)
 		if err != nil {
 			s.cleanup()
 			return nil, fmt.Errorf("building the handler of %s: %w", e.Path, err)
