@@ -61,7 +61,7 @@ var Rules = []Rule{
 	{From: []Pattern{"pkg/...", "cmd/...", "internal/...", "certs/..."}, Except: []Pattern{"pkg/setup"}, Deny: []Pattern{"pkg/controller/*"},
 		Why: "only the controller's setup assembles the reconcilers"},
 	{From: []Pattern{"cmd/kubectl-olmguard", "pkg/doctor", "pkg/uninstall"}, Transitive: true,
-		Deny: []Pattern{"pkg/controller/...", "pkg/webhook/...", "pkg/setup", "pkg/admit", "pkg/mutate", "pkg/validate"},
+		Deny: []Pattern{"pkg/controller/...", "pkg/webhook/...", "pkg/setup", "pkg/admit/...", "pkg/mutate", "pkg/validate"},
 		Why:  "the kubectl plugin links neither the controller nor the webhook"},
 	{From: []Pattern{"pkg/admit/registration"}, Deny: everything, Allow: Foundation,
 		Why: "the webhook configurations are built from olmguard's and OLM's names alone, below the handlers that share their table"},

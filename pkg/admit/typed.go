@@ -38,7 +38,8 @@ type Object interface {
 	SetNamespace(string)
 }
 
-// Request is one admission request with its objects decoded: what a typed decision reads.
+// Request is one admission request with its objects decoded: what a typed decision reads. The
+// raw bodies stay in r.Request.Object and r.Request.OldObject.
 type Request[T Object] struct {
 	admission.Request
 	// Object is the request's object, its namespace filled from the request when empty.
