@@ -25,10 +25,10 @@ import (
 	"github.com/olmguard/olmguard/charts"
 	"github.com/olmguard/olmguard/manifests"
 	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
 // chartDir is the chart in this checkout (tests run in charts/).

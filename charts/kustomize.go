@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/olmguard/olmguard/manifests"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 )
 
 // The kustomize tree is rendered from the chart: manifests/base is the chart with BaseValues;

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 )
 
 // WebhookConfigurationsFile is the chart template `make manifests` writes from the admission table.

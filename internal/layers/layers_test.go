@@ -63,6 +63,11 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"doctor imports a reconciler", "pkg/doctor", "pkg/controller/a", "pkg/doctor imports pkg/controller/a"},
 		{"plugin links the controller", "pkg/owners", "pkg/controller", "cmd/kubectl-olmguard imports pkg/controller (via pkg/doctor -> pkg/owners)"},
 		{"handler imports the server", "pkg/mutate", "pkg/webhook", "pkg/mutate imports pkg/webhook"},
+		{"configuration builder imports the table's types", "pkg/admit/registration", "pkg/admit", "pkg/admit/registration imports pkg/admit"},
+		{"shared admission code imports the server", "pkg/admit", "pkg/webhook", "pkg/admit imports pkg/webhook"},
+		// Fails before the fix: the plugin's rule named pkg/admit alone, and registration
+		// was kept out only by living under pkg/webhook.
+		{"plugin links the webhook configurations", "pkg/doctor", "pkg/admit/registration", "cmd/kubectl-olmguard imports pkg/admit/registration (via pkg/doctor)"},
 		{"product code imports the harness", "pkg/setup", "test/testenv", "pkg/setup imports test/testenv"},
 		{"a binary links the Helm SDK", "pkg/setup", "charts", "cmd/controller imports charts (via pkg/setup)"},
 	} {

@@ -42,7 +42,7 @@ func BenchmarkInstallPlanHandler(b *testing.B) {
 	for i := range subs {
 		subs[i] = owners.Subscription{Name: fmt.Sprintf("s%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}
 	}
-	h := &InstallPlanHandler{Subscriptions: fakeSubs{subs: subs}}
+	h := served(&InstallPlanHandler{Subscriptions: fakeSubs{subs: subs}})
 	req := ipRequest(admissionv1.Create, realisticPlan(b), nil)
 	b.ReportAllocs()
 	for b.Loop() {

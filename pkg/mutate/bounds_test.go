@@ -41,7 +41,7 @@ func TestInstallPlanOwnersAtTheLookupCap(t *testing.T) {
 		for i := range objs {
 			objs[i] = &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("sub-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}}
 		}
-		h := &InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()}}
+		h := served(&InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()}})
 		counter := metrics.LookupErrors.WithLabelValues(InstallPlansWebhook)
 		before := testutil.ToFloat64(counter)
 		resp := h.Handle(context.Background(), ipRequest(admissionv1.Create, patchtest.PlanJSON(t, nil), nil))

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -21,71 +23,66 @@ const csvsWebhook = "clusterserviceversions"
 // Only metadata and status.reason are decoded: CSVs can be megabytes.
 type CSVHandler struct{}
 
-// Handle answers one AdmissionReview.
-func (CSVHandler) Handle(_ context.Context, req admission.Request) admission.Response {
-	if req.Kind.Kind != olm.ClusterServiceVersionKind || req.Kind.Group != olm.Group {
-		return admission.Allowed("not a ClusterServiceVersion")
-	}
-	if req.Operation != "CREATE" && req.Operation != "UPDATE" {
-		return admission.Allowed("")
-	}
-	// Only metadata and status.reason are decoded; the rest (icons, descriptions: up to
-	// megabytes) is skipped without being parsed.
-	m, reason, err := csvMetaAndReason(req.Object.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding ClusterServiceVersion: %w", err))
-	}
-	ns := m.Namespace
-	if ns == "" {
-		ns = req.Namespace
-	}
-	v := cleanup.CSVView{Namespace: ns, Labels: m.Labels, Annotations: m.Annotations, Finalizers: m.Finalizers, Deleting: m.DeletionTimestamp != nil, Reason: reason}
+// csvBody is what F3 reads of a CSV: its metadata and status.reason.
+type csvBody struct {
+	*review.Meta
+	Reason string
+}
+
+// For returns the handler of the endpoint that sends rules.
+func (h CSVHandler) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
+	return admit.Typed[*csvBody]{Kind: schema.GroupKind{Group: olm.Group, Kind: olm.ClusterServiceVersionKind},
+		Decode: csvMetaAndReason, OldOptional: true, Decide: h.decide}.For(rules)
+}
+
+func (CSVHandler) decide(_ context.Context, r admit.Request[*csvBody]) (admission.Response, error) {
+	m := r.Object
+	v := cleanup.CSVView{Namespace: m.Namespace, Labels: m.Labels, Annotations: m.Annotations, Finalizers: m.Finalizers, Deleting: m.DeletionTimestamp != nil, Reason: m.Reason}
 	want := cleanup.WantsCleanupFinalizer(v)
-	if req.Operation == "UPDATE" && len(req.OldObject.Raw) > 0 {
+	if r.Old != nil {
 		// Judged from the old object too: labelling a CSV olm.copiedFrom while removing the
 		// finalizer must not keep it off. An old object that cannot be read leaves the decision to
 		// the new one.
-		if om, oldReason, err := csvMetaAndReason(req.OldObject.Raw); err == nil {
-			want = cleanup.WantsCleanupFinalizerOnUpdate(cleanup.CSVView{Namespace: ns, Labels: om.Labels, Annotations: om.Annotations,
-				Finalizers: om.Finalizers, Reason: oldReason}, v)
-		}
+		om := r.Old
+		want = cleanup.WantsCleanupFinalizerOnUpdate(cleanup.CSVView{Namespace: m.Namespace, Labels: om.Labels, Annotations: om.Annotations,
+			Finalizers: om.Finalizers, Reason: om.Reason}, v)
 	}
 	if !want {
-		return admission.Allowed("")
+		return admission.Allowed(""), nil
 	}
 	ops := cleanup.AddFinalizerPatch(m.Finalizers, olmguard.CleanupFinalizer)
 	if len(ops) == 0 {
-		return admission.Allowed("")
+		return admission.Allowed(""), nil
 	}
 	metrics.Mutations.WithLabelValues(csvsWebhook).Inc()
-	return admission.Patched("added the olmguard.io/cleanup finalizer", ops...)
+	return admission.Patched("added the olmguard.io/cleanup finalizer", ops...), nil
 }
 
-// csvMetaAndReason reads a CSV's metadata and status.reason, skipping everything else.
-func csvMetaAndReason(raw []byte) (*review.Meta, string, error) {
+// csvMetaAndReason reads a CSV's metadata and status.reason, skipping everything else (icons,
+// descriptions: up to megabytes) without parsing it.
+func csvMetaAndReason(raw []byte) (*csvBody, error) {
 	top, err := review.Fields(raw, "metadata", "status")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	metaRaw, ok := top["metadata"]
 	if !ok || string(metaRaw) == "null" {
-		return nil, "", errors.New("object has no metadata")
+		return nil, errors.New("object has no metadata")
 	}
-	m := &review.Meta{}
-	if err := review.Decode(metaRaw, m); err != nil {
-		return nil, "", err
+	b := &csvBody{Meta: &review.Meta{}}
+	if err := review.Decode(metaRaw, b.Meta); err != nil {
+		return nil, err
 	}
-	var reason string
 	if st, ok := top["status"]; ok && string(st) != "null" {
 		fields, err := review.Fields(st, "reason")
 		if err != nil {
-			return nil, "", fmt.Errorf("status: %w", err)
+			return nil, fmt.Errorf("status: %w", err)
 		}
 		if r, ok := fields["reason"]; ok && string(r) != "null" {
-			if err := review.Decode(r, &reason); err != nil {
-				return nil, "", fmt.Errorf("status.reason: %w", err)
+			if err := review.Decode(r, &b.Reason); err != nil {
+				return nil, fmt.Errorf("status.reason: %w", err)
 			}
 		}
 	}
-	return m, reason, nil
+	return b, nil
 }

@@ -52,7 +52,7 @@ func TestCSVHandler(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			obj := csvJSON(t, tt.meta, tt.reason)
-			r := CSVHandler{}.Handle(context.Background(), csvRequest(tt.op, obj))
+			r := served(CSVHandler{}).Handle(context.Background(), csvRequest(tt.op, obj))
 			if !r.Allowed {
 				t.Fatalf("denied: %+v", r.Result)
 			}
@@ -68,7 +68,7 @@ func TestCSVHandler(t *testing.T) {
 			}
 		})
 	}
-	if r := (CSVHandler{}).Handle(context.Background(), csvRequest(admissionv1.Create, []byte(`{"spec":{}}`))); r.Allowed || r.Result.Code != 400 {
+	if r := served(CSVHandler{}).Handle(context.Background(), csvRequest(admissionv1.Create, []byte(`{"spec":{}}`))); r.Allowed || r.Result.Code != 400 {
 		t.Errorf("no metadata: %+v", r.Result)
 	}
 }
@@ -98,7 +98,7 @@ func TestCSVHandlerCopyMarksAddedInAnUpdate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			req := csvRequest(admissionv1.Update, tt.obj)
 			req.OldObject.Raw = tt.old
-			r := CSVHandler{}.Handle(context.Background(), req)
+			r := served(CSVHandler{}).Handle(context.Background(), req)
 			if !r.Allowed {
 				t.Fatalf("denied: %+v", r.Result)
 			}
@@ -122,7 +122,7 @@ func FuzzCSVHandler(f *testing.F) {
 	f.Add(byte(0), []byte(`{"metadata":{"finalizers":null},"status":null}`))
 	f.Fuzz(func(t *testing.T, op byte, obj []byte) {
 		o := []admissionv1.Operation{admissionv1.Create, admissionv1.Update}[int(op)%2]
-		r := CSVHandler{}.Handle(context.Background(), csvRequest(o, obj))
+		r := served(CSVHandler{}).Handle(context.Background(), csvRequest(o, obj))
 		if !r.Allowed {
 			if r.Result == nil || r.Result.Code < 400 || r.Result.Message == "" {
 				t.Fatalf("denied without a clear error: %+v", r.Result)
@@ -136,7 +136,7 @@ func FuzzCSVHandler(f *testing.F) {
 			return
 		}
 		patched := patchtest.Apply(t, obj, r.Patches)
-		if again := (CSVHandler{}).Handle(context.Background(), csvRequest(o, patched)); len(again.Patches) != 0 {
+		if again := served(CSVHandler{}).Handle(context.Background(), csvRequest(o, patched)); len(again.Patches) != 0 {
 			t.Fatalf("not idempotent: %v", again.Patches)
 		}
 	})

@@ -2,10 +2,10 @@ package mutate
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/admit"
@@ -24,51 +24,42 @@ type InstallPlanHandler struct {
 // InstallPlansWebhook labels this handler's metrics.
 const InstallPlansWebhook = "installplans"
 
-// Handle answers one AdmissionReview.
-func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Kind.Kind != olm.InstallPlanKind || req.Kind.Group != olm.Group {
-		return admission.Allowed("not an InstallPlan")
-	}
-	op := owners.Operation(req.Operation)
-	if op != owners.Create && op != owners.Update {
-		return admission.Allowed("")
-	}
-	obj, err := review.DecodeMeta(req.Object.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding InstallPlan: %w", err))
-	}
+// For returns the handler of the endpoint that sends rules.
+func (h *InstallPlanHandler) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
+	return admit.Typed[*review.Meta]{Kind: schema.GroupKind{Group: olm.Group, Kind: olm.InstallPlanKind},
+		// The old object is needed only for a plan not being deleted.
+		Decode: review.DecodeMeta, OldOptional: true, Decide: h.decide}.For(rules)
+}
+
+func (h *InstallPlanHandler) decide(ctx context.Context, r admit.Request[*review.Meta]) (admission.Response, error) {
+	obj, op := r.Object, owners.Operation(r.Operation)
 	if obj.DeletionTimestamp != nil {
-		return admission.Allowed("being deleted")
-	}
-	ns := obj.Namespace
-	if ns == "" {
-		ns = req.Namespace
+		return admission.Allowed("being deleted"), nil
 	}
 	name := obj.Name
 	if name == "" {
-		name = req.Name
+		name = r.Name
 	}
 	var oldRefs []metav1.OwnerReference
 	if op == owners.Update {
-		old, err := review.DecodeMeta(req.OldObject.Raw)
-		if err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old InstallPlan: %w", err))
+		if r.OldErr != nil {
+			return admission.Response{}, r.OldErr
 		}
-		oldRefs = old.OwnerReferences
+		oldRefs = r.Old.OwnerReferences
 	}
 	// A CREATE needs names and UIDs only: OLM means a new plan to be owned by every
 	// Subscription. An UPDATE also needs each status.installPlanRef.
-	subs, err := h.Subscriptions.List(ctx, ns, op == owners.Create)
+	subs, err := h.Subscriptions.List(ctx, obj.Namespace, op == owners.Create)
 	if err != nil {
-		return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "ownerReferences left for the controller to repair", err)
+		return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "ownerReferences left for the controller to repair", err), nil
 	}
 	want := owners.InstallPlanOwners(op, name, obj.UID, oldRefs, owners.FromSubscriptions(subs))
 	ops := owners.OwnerReferencesPatch(obj.OwnerReferences, want)
 	if len(ops) == 0 {
-		return admission.Allowed("")
+		return admission.Allowed(""), nil
 	}
 	metrics.Mutations.WithLabelValues(InstallPlansWebhook).Inc()
-	return admission.Patched("added Subscription ownerReferences", ops...)
+	return admission.Patched("added Subscription ownerReferences", ops...), nil
 }
 
-var _ admission.Handler = &InstallPlanHandler{}
+var _ admit.Decider = &InstallPlanHandler{}

@@ -45,7 +45,7 @@ func (f fakeSubs) List(_ context.Context, ns string, metadataOnly bool) ([]v1alp
 func TestInstallPlanHandlerLookupFails(t *testing.T) {
 	counter := metrics.LookupErrors.WithLabelValues(InstallPlansWebhook)
 	before := testutil.ToFloat64(counter)
-	h := &InstallPlanHandler{Subscriptions: fakeSubs{err: errors.New("apiserver away")}}
+	h := served(&InstallPlanHandler{Subscriptions: fakeSubs{err: errors.New("apiserver away")}})
 	resp := h.Handle(context.Background(), ipRequest(admissionv1.Create, patchtest.PlanJSON(t, nil), nil))
 	if !resp.Allowed || len(resp.Patches) > 0 || len(resp.Warnings) != 1 {
 		t.Errorf("response = %+v, want allowed, unchanged, one warning", resp)
@@ -89,7 +89,7 @@ func TestInstallPlanHandler(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &InstallPlanHandler{Subscriptions: tt.subs}
+			h := served(&InstallPlanHandler{Subscriptions: tt.subs})
 			resp := h.Handle(context.Background(), tt.req)
 			if resp.Allowed != tt.allowed {
 				t.Fatalf("allowed = %v (%v), want %v", resp.Allowed, resp.Result, tt.allowed)
@@ -128,8 +128,8 @@ func FuzzInstallPlanHandler(f *testing.F) {
 	f.Add(byte(0), []byte(`{"metadata":{"ownerReferences":{}}}`), []byte(nil))
 	f.Fuzz(func(t *testing.T, opByte byte, obj, old []byte) {
 		op := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete, admissionv1.Connect}[int(opByte)%4]
-		h := &InstallPlanHandler{Subscriptions: fakeSubs{subs: []owners.Subscription{
-			{Name: "a", UID: "uid-a"}, {Name: "b", UID: "uid-b", InstallPlanRef: "install-1"}, {Name: "c", UID: "uid-c", Deleting: true}}}}
+		h := served(&InstallPlanHandler{Subscriptions: fakeSubs{subs: []owners.Subscription{
+			{Name: "a", UID: "uid-a"}, {Name: "b", UID: "uid-b", InstallPlanRef: "install-1"}, {Name: "c", UID: "uid-c", Deleting: true}}}})
 		resp := h.Handle(context.Background(), ipRequest(op, obj, old))
 		if !resp.Allowed {
 			if resp.Result == nil || resp.Result.Code < 400 || resp.Result.Message == "" {

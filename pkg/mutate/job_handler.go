@@ -2,10 +2,11 @@ package mutate
 
 import (
 	"context"
-	"fmt"
-	"net/http"
+	"errors"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/admit"
@@ -28,49 +29,57 @@ type JobHandler struct {
 	Catalogs admit.CatalogNamespaces
 }
 
-// Handle answers one AdmissionReview.
-func (h *JobHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Kind.Kind != "Job" || req.Kind.Group != "batch" {
-		return admission.Allowed("not a Job")
-	}
-	if req.Operation != "CREATE" {
-		return admission.Allowed("")
-	}
-	// One pass over the body for both metadata and spec.ttlSecondsAfterFinished.
+// jobBody is what F4 reads of a Job: its metadata and whether spec.ttlSecondsAfterFinished is set.
+type jobBody struct {
+	Metadata *review.Meta
+	HasTTL   bool
+}
+
+func (b *jobBody) GetNamespace() string   { return b.Metadata.Namespace }
+func (b *jobBody) SetNamespace(ns string) { b.Metadata.Namespace = ns }
+
+// decodeJob reads metadata and spec.ttlSecondsAfterFinished in one pass over the body.
+func decodeJob(raw []byte) (*jobBody, error) {
 	var body struct {
 		Metadata *review.Meta `json:"metadata"`
 		Spec     *struct {
 			TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished"`
 		} `json:"spec"`
 	}
-	if err := review.Decode(req.Object.Raw, &body); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Job: %w", err))
+	if err := review.Decode(raw, &body); err != nil {
+		return nil, err
 	}
 	if body.Metadata == nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Job: object has no metadata"))
+		return nil, errors.New("object has no metadata")
 	}
 	if body.Spec == nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Job: object has no spec"))
+		return nil, errors.New("object has no spec")
 	}
-	meta := body.Metadata
+	return &jobBody{Metadata: body.Metadata, HasTTL: body.Spec.TTLSecondsAfterFinished != nil}, nil
+}
+
+// For returns the handler of the endpoint that sends rules.
+func (h *JobHandler) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
+	return admit.Typed[*jobBody]{Kind: schema.GroupKind{Group: "batch", Kind: "Job"}, Decode: decodeJob, Decide: h.decide}.For(rules)
+}
+
+func (h *JobHandler) decide(ctx context.Context, r admit.Request[*jobBody]) (admission.Response, error) {
+	meta := r.Object.Metadata
 	ns := meta.Namespace
-	if ns == "" {
-		ns = req.Namespace
-	}
 	ops := unpack.RenamePatch(unpack.Job{Namespace: ns, Name: meta.Name, GenerateName: meta.GenerateName, Labels: meta.Labels,
-		OwnerReferences: meta.OwnerReferences, HasTTL: body.Spec.TTLSecondsAfterFinished != nil}, int32(h.TTL/time.Second))
+		OwnerReferences: meta.OwnerReferences, HasTTL: r.Object.HasTTL}, int32(h.TTL/time.Second))
 	if len(ops) == 0 {
-		return admission.Allowed("")
+		return admission.Allowed(""), nil
 	}
 	if h.Catalogs == nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("no CatalogSource lookup configured"))
+		return admission.Response{}, errors.New("no CatalogSource lookup configured")
 	}
 	switch ok, err := h.Catalogs.HasCatalogSource(ctx, ns); {
 	case err != nil:
-		return admit.LookupFailed(ctx, JobsWebhook, "CatalogSources in "+ns, "unpack Job left as OLM named it", err)
+		return admit.LookupFailed(ctx, JobsWebhook, "CatalogSources in "+ns, "unpack Job left as OLM named it", err), nil
 	case !ok:
-		return admission.Allowed("no CatalogSource in " + ns + ": not an OLM unpack Job")
+		return admission.Allowed("no CatalogSource in " + ns + ": not an OLM unpack Job"), nil
 	}
 	metrics.Mutations.WithLabelValues(JobsWebhook).Inc()
-	return admission.Patched("namespace-scoped unpack Job name (OLM issue #3210)", ops...)
+	return admission.Patched("namespace-scoped unpack Job name (OLM issue #3210)", ops...), nil
 }

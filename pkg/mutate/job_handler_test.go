@@ -51,7 +51,7 @@ func (c catalogsIn) HasCatalogSource(_ context.Context, ns string) (bool, error)
 }
 
 func TestJobHandler(t *testing.T) {
-	h := &JobHandler{TTL: 10 * time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}}
+	h := served(&JobHandler{TTL: 10 * time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}})
 	j := scenario.UnpackJob()
 	resp := h.Handle(context.Background(), jobRequest(admissionv1.Create, jobJSON(t, j, nil)))
 	if !resp.Allowed || len(resp.Patches) != 2 {
@@ -108,7 +108,7 @@ func TestJobHandlerOnlyInCatalogNamespaces(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			counter := metrics.LookupErrors.WithLabelValues(JobsWebhook)
 			before := testutil.ToFloat64(counter)
-			r := (&JobHandler{TTL: time.Minute, Catalogs: tc.catalogs}).Handle(context.Background(), jobRequest(admissionv1.Create, raw))
+			r := served(&JobHandler{TTL: time.Minute, Catalogs: tc.catalogs}).Handle(context.Background(), jobRequest(admissionv1.Create, raw))
 			if got := testutil.ToFloat64(counter) - before; (got == 1) != tc.lookupError {
 				t.Errorf("lookup errors increased by %v, want a count: %v", got, tc.lookupError)
 			}
@@ -132,7 +132,7 @@ func FuzzJobHandler(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"name":"x","labels":{"olm.managed":"true","operatorframework.io/bundle-unpack-ref":"x"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"u"}]},"spec":{}}`))
 	f.Add([]byte(`{"metadata":{},"spec":null}`))
 	f.Fuzz(func(t *testing.T, obj []byte) {
-		h := &JobHandler{TTL: time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}}
+		h := served(&JobHandler{TTL: time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}})
 		r := h.Handle(context.Background(), jobRequest(admissionv1.Create, obj))
 		if !r.Allowed {
 			if r.Result == nil || r.Result.Code < 400 || r.Result.Message == "" {

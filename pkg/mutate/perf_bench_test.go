@@ -152,7 +152,7 @@ func BenchmarkAdmissionCSV(b *testing.B) {
 	for _, h := range []struct {
 		name string
 		h    admission.Handler
-	}{{"olmguard", CSVHandler{}}, {"baseline", baselineCSVHandler{}}} {
+	}{{"olmguard", served(CSVHandler{})}, {"baseline", baselineCSVHandler{}}} {
 		b.Run("op=create/impl="+h.name, func(b *testing.B) {
 			latencies(b, func() admission.Response { return h.h.Handle(context.Background(), create) }, patched(1))
 		})
@@ -170,7 +170,7 @@ func BenchmarkAdmissionInstallPlan(b *testing.B) {
 		subs[i] = owners.Subscription{Name: fmt.Sprintf("s%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}
 	}
 	req := ipRequest(admissionv1.Create, realisticPlan(b), nil)
-	ours := &InstallPlanHandler{Subscriptions: fakeSubs{subs: subs}}
+	ours := served(&InstallPlanHandler{Subscriptions: fakeSubs{subs: subs}})
 	baseline := baselineMetaHandler{mutate: func(u *unstructured.Unstructured) {
 		refs := u.GetOwnerReferences()
 		for _, s := range subs[1:] {
@@ -195,7 +195,7 @@ func BenchmarkAdmissionInstallPlan(b *testing.B) {
 func BenchmarkAdmissionJob(b *testing.B) {
 	raw := unpackJobJSON(b)
 	req := jobRequest(admissionv1.Create, raw)
-	ours := &JobHandler{TTL: 10 * time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}} // the lookup is measured through the apiserver
+	ours := served(&JobHandler{TTL: 10 * time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}}) // the lookup is measured through the apiserver
 	baseline := baselineMetaHandler{mutate: func(u *unstructured.Unstructured) {
 		u.SetName(unpack.ScopedName(u.GetNamespace(), u.GetName()))
 		_ = unstructured.SetNestedField(u.Object, int64(600), "spec", "ttlSecondsAfterFinished")

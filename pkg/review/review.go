@@ -26,6 +26,13 @@ type Meta struct {
 	OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
 }
 
+// GetNamespace and SetNamespace let an admission adapter fill the namespace of an object the
+// apiserver sent without one.
+func (m *Meta) GetNamespace() string { return m.Namespace }
+
+// SetNamespace sets the namespace.
+func (m *Meta) SetNamespace(ns string) { m.Namespace = ns }
+
 // DecodeMeta reads only the metadata of an object; the rest of the body is skipped.
 func DecodeMeta(raw []byte) (*Meta, error) {
 	var o struct {

@@ -7,14 +7,13 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 	"github.com/olmguard/olmguard/pkg/mutate"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/validate"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
 // Admission is olmguard's admission side, declared once: every path, the webhook configuration
@@ -38,7 +37,7 @@ func (w Webhook) Admission() []admit.Endpoint {
 		{ // F1: merge live Subscriptions' ownerReferences into InstallPlans.
 			Webhook: registration.Webhook{Name: "installplans.mutate.olmguard.io", Path: olmguard.MutateInstallPlansPath, Mutating: true,
 				Rules: registration.OLMRule("installplans", create, update)},
-			Handler: func(mgr manager.Manager) (admission.Handler, error) {
+			Handler: func(mgr manager.Manager) (admit.Decider, error) {
 				subs, err := subscriptions(mgr, mutate.InstallPlansWebhook)
 				return &mutate.InstallPlanHandler{Subscriptions: subs}, err
 			},
@@ -52,14 +51,14 @@ func (w Webhook) Admission() []admit.Endpoint {
 		{ // F4: rename OLM's bundle unpack Jobs; only those OLM (>= v0.26) finds by label.
 			Webhook: registration.Webhook{Name: "jobs.mutate.olmguard.io", Path: olmguard.MutateJobsPath, Mutating: true,
 				Rules: registration.JobCreates(), ObjectSelector: registration.UnpackJobLabels()},
-			Handler: func(mgr manager.Manager) (admission.Handler, error) {
+			Handler: func(mgr manager.Manager) (admit.Decider, error) {
 				return &mutate.JobHandler{TTL: w.UnpackJobTTL, Catalogs: admit.LiveCatalogNamespaces{Reader: mgr.GetAPIReader()}}, nil
 			},
 		},
 		{ // Duplicate packages and mixed approval in a namespace; a create where no OperatorGroup is; an untrusted catalog.
 			Webhook: registration.Webhook{Name: "subscriptions.validate.olmguard.io", Path: olmguard.ValidateSubscriptionsPath,
 				Rules: registration.OLMRule("subscriptions", create, update)},
-			Handler: func(mgr manager.Manager) (admission.Handler, error) {
+			Handler: func(mgr manager.Manager) (admit.Decider, error) {
 				subs, err := subscriptions(mgr, validate.SubscriptionsWebhook)
 				return &validate.SubscriptionHandler{Subscriptions: subs,
 					OperatorGroups: admit.LiveOperatorGroups{Reader: mgr.GetAPIReader()},
@@ -74,7 +73,7 @@ func (w Webhook) Admission() []admit.Endpoint {
 		{ // The OperatorGroup guard: a second OperatorGroup in a namespace, missing target namespaces.
 			Webhook: registration.Webhook{Name: "operatorgroups.validate.olmguard.io", Path: olmguard.ValidateOperatorGroupsPath,
 				Rules: registration.OperatorGroupRule(create, update)},
-			Handler: func(mgr manager.Manager) (admission.Handler, error) {
+			Handler: func(mgr manager.Manager) (admit.Decider, error) {
 				return &validate.OperatorGroupHandler{OperatorGroups: admit.LiveOperatorGroups{Reader: mgr.GetAPIReader()},
 					Namespaces: admit.LiveNamespaces{Reader: mgr.GetAPIReader()}, Policies: w.Policies}, nil
 			},
@@ -82,7 +81,7 @@ func (w Webhook) Admission() []admit.Endpoint {
 		{ // An InstallPlan update must keep live Subscriptions' ownerReferences.
 			Webhook: registration.Webhook{Name: "installplans.validate.olmguard.io", Path: olmguard.ValidateInstallPlansPath,
 				Rules: registration.OLMRule("installplans", update)},
-			Handler: func(mgr manager.Manager) (admission.Handler, error) {
+			Handler: func(mgr manager.Manager) (admit.Decider, error) {
 				subs, err := subscriptions(mgr, validate.InstallPlansWebhook)
 				return &validate.InstallPlanHandler{Subscriptions: subs, Policies: w.Policies}, err
 			},

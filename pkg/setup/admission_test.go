@@ -11,12 +11,13 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
 // The configurations kustomize installs are the admission table's: `make manifests` renders the
@@ -44,6 +45,23 @@ func TestManifestFileIsUpToDate(t *testing.T) {
 		t.Errorf("manifests/base/webhook-configurations.yaml is stale: run `make manifests`\n%s\n%s",
 			cmp.Diff(wantM.Webhooks, gotM.Webhooks), cmp.Diff(wantV.Webhooks, gotV.Webhooks))
 	}
+}
+
+// servedAt is d bound to the rules of path's endpoint in the admission table, as the server
+// serves it.
+func servedAt(t testing.TB, path string, d admit.Decider) admission.Handler {
+	t.Helper()
+	for _, e := range setup.DefaultWebhook().Admission() {
+		if e.Path == path {
+			h, err := d.For(e.Rules)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h
+		}
+	}
+	t.Fatalf("no admission path %s", path)
+	return nil
 }
 
 // hook is what both webhook kinds share, for table-driven checks.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,23 +47,39 @@ func withCatalogTrustModes(path string, next admit.HandlerFactory) admit.Handler
 		}
 		panic("no admission path " + path)
 	}
-	return func(mgr manager.Manager) (admission.Handler, error) {
-		routes := map[string]admission.Handler{}
+	return func(mgr manager.Manager) (admit.Decider, error) {
+		routes := byNamespace{}
 		for ns, f := range map[string]admit.HandlerFactory{ctEnforceNamespace: factory(validate.Enforce), ctPlatformNamespace: factory(validate.Enforce),
 			ctWarnNamespace: factory(validate.Warn), "": next} {
-			h, err := f(mgr)
+			d, err := f(mgr)
 			if err != nil {
 				return nil, err
 			}
-			routes[ns] = h
+			routes[ns] = d
 		}
-		return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-			if h, ok := routes[req.Namespace]; ok {
-				return h.Handle(ctx, req)
-			}
-			return routes[""].Handle(ctx, req)
-		}), nil
+		return routes, nil
 	}
+}
+
+// byNamespace answers the requests of each namespace with its decision, and those of every other
+// namespace with the decision of "", each bound to the endpoint's rules.
+type byNamespace map[string]admit.Decider
+
+func (b byNamespace) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
+	routes := map[string]admission.Handler{}
+	for ns, d := range b {
+		h, err := d.For(rules)
+		if err != nil {
+			return nil, err
+		}
+		routes[ns] = h
+	}
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		if h, ok := routes[req.Namespace]; ok {
+			return h.Handle(ctx, req)
+		}
+		return routes[""].Handle(ctx, req)
+	}), nil
 }
 
 func newCatalogSource(ns, name, image, address string) *v1alpha1.CatalogSource {

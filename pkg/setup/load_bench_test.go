@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/internal/latency"
 	"github.com/olmguard/olmguard/pkg/admit"
@@ -72,18 +71,13 @@ func (m *memoSubscriptions) List(ctx context.Context, ns string, _ bool) ([]v1al
 
 // withoutLookupIn serves plans of namespace ns from memoized Subscriptions, others as production.
 func withoutLookupIn(ns string, production admit.HandlerFactory) admit.HandlerFactory {
-	return func(mgr manager.Manager) (admission.Handler, error) {
-		h, err := production(mgr)
+	return func(mgr manager.Manager) (admit.Decider, error) {
+		d, err := production(mgr)
 		if err != nil {
 			return nil, err
 		}
 		memo := &mutate.InstallPlanHandler{Subscriptions: &memoSubscriptions{live: admit.LiveSubscriptions{Reader: mgr.GetAPIReader()}, seen: map[string][]v1alpha1.Subscription{}}}
-		return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-			if req.Namespace == ns {
-				return memo.Handle(ctx, req)
-			}
-			return h.Handle(ctx, req)
-		}), nil
+		return byNamespace{ns: memo, "": d}, nil
 	}
 }
 

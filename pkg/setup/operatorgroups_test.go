@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/metrics"
@@ -47,14 +46,14 @@ func withOperatorGroupModes(path string, production admit.HandlerFactory) admit.
 		}
 		panic("no admission path " + path)
 	}
-	return func(mgr manager.Manager) (admission.Handler, error) {
-		routes := map[string]admission.Handler{}
+	return func(mgr manager.Manager) (admit.Decider, error) {
+		routes := byNamespace{}
 		for ns, f := range map[string]admit.HandlerFactory{ogEnforceNamespace: factory(validate.Enforce), ogOffNamespace: factory(validate.Off), "": production} {
-			h, err := f(mgr)
+			d, err := f(mgr)
 			if err != nil {
 				return nil, err
 			}
-			routes[ns] = h
+			routes[ns] = d
 		}
 		// Lookups through the apiserver with a timeout they cannot meet.
 		late := mgr.GetAPIReader()
@@ -68,12 +67,7 @@ func withOperatorGroupModes(path string, production admit.HandlerFactory) admit.
 			routes[ogFailOpenNamespace] = &validate.SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: late},
 				OperatorGroups: admit.LiveOperatorGroups{Reader: late, Timeout: time.Nanosecond}, Policies: p}
 		}
-		return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-			if h, ok := routes[req.Namespace]; ok {
-				return h.Handle(ctx, req)
-			}
-			return routes[""].Handle(ctx, req)
-		}), nil
+		return routes, nil
 	}
 }
 

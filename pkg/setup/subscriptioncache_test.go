@@ -22,6 +22,7 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/validate"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -157,8 +158,9 @@ func TestLargeSubscriptionsDecideFromCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &validate.SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader, Cache: c},
+	sh := &validate.SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader, Cache: c},
 		Policies: validate.Policies{DuplicatePackage: validate.Enforce, MixedApproval: validate.Enforce}}
+	h := servedAt(t, olmguard.ValidateSubscriptionsPath, sh)
 	decide := func(name, pkg string, approval v1alpha1.Approval) admission.Response {
 		t.Helper()
 		raw, err := json.Marshal(&v1alpha1.Subscription{TypeMeta: metav1.TypeMeta{APIVersion: "operators.coreos.com/v1alpha1", Kind: "Subscription"},
@@ -220,7 +222,7 @@ func TestLargeSubscriptionsDecideFromCache(t *testing.T) {
 	}
 	checkReads("just created", nil, []string{"fresh"})
 	// The same with a cache that has not received it yet, every time: it is read whole, alone.
-	h.Subscriptions = admit.LiveSubscriptions{Reader: reader, Cache: lagging{Reader: c, missing: "fresh"}}
+	sh.Subscriptions = admit.LiveSubscriptions{Reader: reader, Cache: lagging{Reader: c, missing: "fresh"}}
 	resp = decide("fresh-dup", "pkg-fresh", v1alpha1.ApprovalAutomatic)
 	if resp.Allowed || !strings.Contains(resp.Result.Message, "already has Subscription fresh") {
 		t.Errorf("duplicate of a Subscription the cache lacks: allowed=%v %q; want denied", resp.Allowed, resp.Result.Message)

@@ -109,7 +109,7 @@ func TestInstallPlanHandlerApproval(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := DefaultPolicies()
 			p.Approval = tc.mode
-			h := &InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p}
+			h := served(&InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p})
 			r := h.Handle(context.Background(), request(t, "InstallPlan", admissionv1.Update, tc.obj, tc.old))
 			if r.Allowed != tc.allowed || (len(r.Warnings) > 0) != tc.warn {
 				t.Errorf("allowed %v, warnings %q (%+v); want allowed %v, a warning %v", r.Allowed, r.Warnings, r.Result, tc.allowed, tc.warn)

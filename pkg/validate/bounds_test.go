@@ -86,8 +86,8 @@ func TestEnforcedPoliciesAtTheLookupCap(t *testing.T) {
 			h       admission.Handler
 			req     admission.Request
 		}{
-			{SubscriptionsWebhook, &SubscriptionHandler{Subscriptions: subs, Policies: p}, request(t, "Subscription", admissionv1.Create, dup, nil)},
-			{InstallPlansWebhook, &InstallPlanHandler{Subscriptions: subs, Policies: p}, dropsSub0},
+			{SubscriptionsWebhook, served(&SubscriptionHandler{Subscriptions: subs, Policies: p}), request(t, "Subscription", admissionv1.Create, dup, nil)},
+			{InstallPlansWebhook, served(&InstallPlanHandler{Subscriptions: subs, Policies: p}), dropsSub0},
 		} {
 			before := cappedCount(t, h.webhook)
 			r := h.h.Handle(context.Background(), h.req)

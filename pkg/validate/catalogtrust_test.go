@@ -198,7 +198,8 @@ func catalogSource(ns, name string, spec map[string]any) map[string]any {
 
 func TestCatalogSourceHandler(t *testing.T) {
 	ctx := context.Background()
-	h := &CatalogSourceHandler{Trusted: trusted, Policies: catalogTrustMode(Enforce)}
+	ch := &CatalogSourceHandler{Trusted: trusted, Policies: catalogTrustMode(Enforce)}
+	h := served(ch)
 	evil := catalogSource("tenant", "evil", map[string]any{"sourceType": "grpc", "address": "evil:50051"})
 	good := catalogSource("tenant", "good", map[string]any{"sourceType": "grpc", "image": "registry.example.com/catalogs/ops:v1"})
 	repointed := catalogSource("tenant", "good", map[string]any{"sourceType": "grpc", "image": "registry.example.com/catalogs/ops:v1", "address": "evil:50051"})
@@ -239,7 +240,7 @@ func TestCatalogSourceHandler(t *testing.T) {
 		t.Errorf("another kind = %+v", r.Result)
 	}
 
-	h.Policies = catalogTrustMode(Warn)
+	ch.Policies = catalogTrustMode(Warn)
 	counter := metrics.PolicyViolations.WithLabelValues(UntrustedCatalogPolicy, string(Warn))
 	before := testutil.ToFloat64(counter)
 	if r := h.Handle(ctx, req(admissionv1.Create, evil, nil)); !r.Allowed || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "olmguard: CatalogSource tenant/evil is not trusted") {
@@ -248,7 +249,7 @@ func TestCatalogSourceHandler(t *testing.T) {
 	if got := testutil.ToFloat64(counter) - before; got != 1 {
 		t.Errorf("%s violations counted %v, want 1", UntrustedCatalogPolicy, got)
 	}
-	h.Policies = catalogTrustMode(Off)
+	ch.Policies = catalogTrustMode(Off)
 	if r := h.Handle(ctx, req(admissionv1.Create, []byte(`garbage`), nil)); !r.Allowed {
 		t.Errorf("off reads nothing: %+v", r.Result)
 	}
@@ -279,8 +280,9 @@ func TestSubscriptionHandlerCatalogTrust(t *testing.T) {
 		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Image: "registry.example.com/catalogs/ops:v1"}}
 	gets := 0
 	reader := catalogGets{Reader: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(evil, good).Build(), n: &gets}
-	h := &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, CatalogSources: admit.LiveCatalogSources{Reader: reader},
+	sh := &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, CatalogSources: admit.LiveCatalogSources{Reader: reader},
 		Trusted: trusted, Policies: catalogTrustMode(Enforce)}
+	h := served(sh)
 	req := func(op admissionv1.Operation, obj, old any) admission.Request {
 		r := request(t, "Subscription", op, obj, old)
 		r.Namespace = "tenant"
@@ -318,21 +320,21 @@ func TestSubscriptionHandlerCatalogTrust(t *testing.T) {
 	// Off, or without the lookup, nothing is read.
 	gets = 0
 	for _, off := range []*SubscriptionHandler{
-		{Subscriptions: h.Subscriptions, CatalogSources: h.CatalogSources, Trusted: trusted, Policies: catalogTrustMode(Off)},
-		{Subscriptions: h.Subscriptions, Trusted: trusted, Policies: catalogTrustMode(Enforce)},
+		{Subscriptions: sh.Subscriptions, CatalogSources: sh.CatalogSources, Trusted: trusted, Policies: catalogTrustMode(Off)},
+		{Subscriptions: sh.Subscriptions, Trusted: trusted, Policies: catalogTrustMode(Enforce)},
 	} {
-		if r := off.Handle(ctx, req(admissionv1.Create, subTo("s", "tenant", "evil"), nil)); !r.Allowed || gets != 0 {
+		if r := served(off).Handle(ctx, req(admissionv1.Create, subTo("s", "tenant", "evil"), nil)); !r.Allowed || gets != 0 {
 			t.Errorf("catalog trust off: %+v after %d GETs", r.Result, gets)
 		}
 	}
 
 	// A failed lookup admits with a warning, counted; the other policies still stand.
-	failing := *h
+	failing := *sh
 	failing.CatalogSources = admit.LiveCatalogSources{Reader: catalogGets{Reader: reader, n: &gets, fail: true}}
 	failing.Policies.DuplicatePackage = Enforce
 	counter := metrics.LookupErrors.WithLabelValues(SubscriptionsWebhook)
 	before := testutil.ToFloat64(counter)
-	if r := failing.Handle(ctx, req(admissionv1.Create, subTo("s", "tenant", "evil"), nil)); !r.Allowed || len(r.Warnings) != 1 ||
+	if r := served(&failing).Handle(ctx, req(admissionv1.Create, subTo("s", "tenant", "evil"), nil)); !r.Allowed || len(r.Warnings) != 1 ||
 		!strings.Contains(r.Warnings[0], "could not list CatalogSources, catalog trust not checked") {
 		t.Errorf("lookup failing: %+v", r)
 	}
@@ -352,11 +354,11 @@ func FuzzCatalogSourceHandler(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which byte, obj, old []byte) {
 		c := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "c"}, Spec: v1alpha1.CatalogSourceSpec{SourceType: "grpc", Address: "x:1"}}
 		reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(c).Build()
-		var h admission.Handler = &CatalogSourceHandler{Trusted: trusted, Policies: catalogTrustMode(Enforce)}
+		var h admission.Handler = served(&CatalogSourceHandler{Trusted: trusted, Policies: catalogTrustMode(Enforce)})
 		kind := "CatalogSource"
 		if which&1 == 1 {
-			h = &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, CatalogSources: admit.LiveCatalogSources{Reader: reader},
-				Trusted: trusted, Policies: catalogTrustMode(Enforce)}
+			h = served(&SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, CatalogSources: admit.LiveCatalogSources{Reader: reader},
+				Trusted: trusted, Policies: catalogTrustMode(Enforce)})
 			kind = "Subscription"
 		}
 		op := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}[int(which/2)%3]

@@ -3,11 +3,13 @@ package validate
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olmguard"
@@ -43,26 +45,19 @@ type CSVHandler struct {
 	CleanupUsers []string
 }
 
-// Handle answers one AdmissionReview.
-func (h *CSVHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Kind.Kind != olm.ClusterServiceVersionKind || req.Kind.Group != olm.Group {
-		return admission.Allowed("not a ClusterServiceVersion")
-	}
-	if req.Operation != "UPDATE" {
-		return admission.Allowed("")
-	}
-	obj, err := review.DecodeMeta(req.Object.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding ClusterServiceVersion: %w", err))
-	}
-	old, err := review.DecodeMeta(req.OldObject.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old ClusterServiceVersion: %w", err))
-	}
+// For returns the handler of the endpoint that sends rules.
+func (h *CSVHandler) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
+	return admit.Typed[*review.Meta]{Kind: schema.GroupKind{Group: olm.Group, Kind: olm.ClusterServiceVersionKind},
+		Decode: review.DecodeMeta, Decide: h.decide}.For(rules)
+}
+
+// decide judges an update (the endpoint's rules send no other).
+func (h *CSVHandler) decide(ctx context.Context, r admit.Request[*review.Meta]) (admission.Response, error) {
+	obj, old := r.Object, r.Old
 	users := h.CleanupUsers
 	if users == nil {
 		users = DefaultCleanupUsers
 	}
 	deleting := obj.DeletionTimestamp != nil || old.DeletionTimestamp != nil
-	return Respond(ctx, CleanupFinalizerRemoval(h.Policies, req.UserInfo.Username, users, old.Finalizers, obj.Finalizers, deleting, obj.Annotations))
+	return Respond(ctx, CleanupFinalizerRemoval(h.Policies, r.UserInfo.Username, users, old.Finalizers, obj.Finalizers, deleting, obj.Annotations)), nil
 }

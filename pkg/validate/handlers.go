@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -41,55 +43,42 @@ type SubscriptionHandler struct {
 	Policies       Policies
 }
 
-// Handle answers one AdmissionReview.
-func (h *SubscriptionHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Kind.Kind != olm.SubscriptionKind || req.Kind.Group != olm.Group {
-		return admission.Allowed("not a Subscription")
-	}
-	if req.Operation != "CREATE" && req.Operation != "UPDATE" {
-		return admission.Allowed("")
-	}
-	sub := &v1alpha1.Subscription{}
-	if err := decodeObject(req.Object.Raw, sub); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding Subscription: %w", err))
-	}
-	if sub.Namespace == "" {
-		sub.Namespace = req.Namespace
-	}
+// For returns the handler of the endpoint that sends rules.
+func (h *SubscriptionHandler) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
+	return admit.Typed[*v1alpha1.Subscription]{Kind: schema.GroupKind{Group: olm.Group, Kind: olm.SubscriptionKind},
+		Decode: decodeObject[v1alpha1.Subscription], Decide: h.decide}.For(rules)
+}
+
+func (h *SubscriptionHandler) decide(ctx context.Context, r admit.Request[*v1alpha1.Subscription]) (admission.Response, error) {
+	sub := r.Object
 	checkOthers, checkCatalog := true, h.CatalogSources != nil && h.Policies.CatalogTrust.active()
-	if req.Operation == "UPDATE" {
-		old := &v1alpha1.Subscription{}
-		if err := decodeObject(req.OldObject.Raw, old); err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old Subscription: %w", err))
-		}
-		if old.Namespace == "" {
-			old.Namespace = req.Namespace
-		}
+	if r.Operation == admissionv1.Update {
+		old := r.Old
 		checkOthers = old.Spec.Package != sub.Spec.Package || approvalOf(old) != approvalOf(sub)
 		checkCatalog = checkCatalog && (old.Spec.CatalogSource != sub.Spec.CatalogSource || SourceNamespace(old) != SourceNamespace(sub))
 	}
 	var violations []Violation
 	var failed []admission.Response
 	if checkOthers {
-		v, f := h.namespacePolicies(ctx, req, sub)
+		v, f := h.namespacePolicies(ctx, r.Operation, sub)
 		violations, failed = append(violations, v...), append(failed, f...)
 	}
 	if checkCatalog {
 		v, f := h.catalogPolicies(ctx, sub)
 		violations, failed = append(violations, v...), append(failed, f...)
 	}
-	return respondDespite(ctx, violations, failed...)
+	return respondDespite(ctx, violations, failed...), nil
 }
 
 // namespacePolicies checks sub against the namespace's other Subscriptions and, on a create, its
 // OperatorGroups.
-func (h *SubscriptionHandler) namespacePolicies(ctx context.Context, req admission.Request, sub *v1alpha1.Subscription) ([]Violation, []admission.Response) {
+func (h *SubscriptionHandler) namespacePolicies(ctx context.Context, op admissionv1.Operation, sub *v1alpha1.Subscription) ([]Violation, []admission.Response) {
 	others, err := h.Subscriptions.List(ctx, sub.Namespace, false)
 	if err != nil {
 		return nil, []admission.Response{admit.LookupFailed(ctx, SubscriptionsWebhook, "Subscriptions", "policies not checked", err)}
 	}
 	violations := SubscriptionPolicies(h.Policies, sub, others)
-	if req.Operation != "CREATE" || h.OperatorGroups == nil || h.Policies.OperatorGroups == Off {
+	if op != admissionv1.Create || h.OperatorGroups == nil || h.Policies.OperatorGroups == Off {
 		return violations, nil
 	}
 	groups, err := h.OperatorGroups.List(ctx, sub.Namespace)
@@ -144,6 +133,9 @@ type catalogSourceBody struct {
 	} `json:"spec"`
 }
 
+func (b *catalogSourceBody) GetNamespace() string   { return b.Metadata.Namespace }
+func (b *catalogSourceBody) SetNamespace(ns string) { b.Metadata.Namespace = ns }
+
 func decodeCatalogSource(raw []byte) (*catalogSourceBody, error) {
 	if _, err := review.DecodeMeta(raw); err != nil { // the same clear errors as every handler's
 		return nil, err
@@ -158,35 +150,22 @@ func decodeCatalogSource(raw []byte) (*catalogSourceBody, error) {
 	return b, nil
 }
 
-// Handle answers one AdmissionReview.
-func (h *CatalogSourceHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Kind.Kind != olm.CatalogSourceKind || req.Kind.Group != olm.Group {
-		return admission.Allowed("not a CatalogSource")
-	}
-	if (req.Operation != "CREATE" && req.Operation != "UPDATE") || !h.Policies.CatalogTrust.active() {
-		return admission.Allowed("")
-	}
-	cs, err := decodeCatalogSource(req.Object.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding CatalogSource: %w", err))
-	}
-	if req.Operation == "UPDATE" {
-		old, err := decodeCatalogSource(req.OldObject.Raw)
-		if err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old CatalogSource: %w", err))
-		}
-		if old.Spec == cs.Spec {
-			return admission.Allowed("") // what it serves is unchanged: OLM's and others' metadata writes
-		}
+// For returns the handler of the endpoint that sends rules.
+func (h *CatalogSourceHandler) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
+	return admit.Typed[*catalogSourceBody]{Kind: schema.GroupKind{Group: olm.Group, Kind: olm.CatalogSourceKind},
+		Decode: decodeCatalogSource, Active: func() bool { return h.Policies.CatalogTrust.active() }, Decide: h.decide}.For(rules)
+}
+
+func (h *CatalogSourceHandler) decide(ctx context.Context, r admit.Request[*catalogSourceBody]) (admission.Response, error) {
+	cs := r.Object
+	if r.Operation == admissionv1.Update && r.Old.Spec == cs.Spec {
+		return admission.Allowed(""), nil // what it serves is unchanged: OLM's and others' metadata writes
 	}
 	c := Catalog{Namespace: cs.Metadata.Namespace, Name: cs.Metadata.Name, SourceType: cs.Spec.SourceType, Image: cs.Spec.Image, Address: cs.Spec.Address}
-	if c.Namespace == "" {
-		c.Namespace = req.Namespace
-	}
 	if c.Name == "" {
 		c.Name = cs.Metadata.GenerateName + "<generated>"
 	}
-	return Respond(ctx, CatalogSourcePolicies(h.Policies, h.Trusted, c))
+	return Respond(ctx, CatalogSourcePolicies(h.Policies, h.Trusted, c)), nil
 }
 
 // OperatorGroupHandler serves /validate/operatorgroups: a second OperatorGroup in a namespace,
@@ -197,50 +176,39 @@ type OperatorGroupHandler struct {
 	Policies       Policies
 }
 
-// Handle answers one AdmissionReview.
-func (h *OperatorGroupHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Kind.Kind != olm.OperatorGroupKind || req.Kind.Group != olm.Group {
-		return admission.Allowed("not an OperatorGroup")
-	}
-	if (req.Operation != "CREATE" && req.Operation != "UPDATE") || h.Policies.OperatorGroups == Off {
-		return admission.Allowed("")
-	}
-	og := &v1.OperatorGroup{}
-	if err := decodeObject(req.Object.Raw, og); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding OperatorGroup: %w", err))
-	}
+// For returns the handler of the endpoint that sends rules.
+func (h *OperatorGroupHandler) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
+	return admit.Typed[*v1.OperatorGroup]{Kind: schema.GroupKind{Group: olm.Group, Kind: olm.OperatorGroupKind},
+		Decode: decodeObject[v1.OperatorGroup], Active: func() bool { return h.Policies.OperatorGroups != Off }, Decide: h.decide}.For(rules)
+}
+
+func (h *OperatorGroupHandler) decide(ctx context.Context, r admit.Request[*v1.OperatorGroup]) (admission.Response, error) {
+	og := r.Object
 	ns, name := og.Namespace, og.Name
-	if ns == "" {
-		ns = req.Namespace
-	}
 	if name == "" {
 		name = og.GenerateName + "<generated>"
 	}
 	var others []metav1.ObjectMeta
-	if req.Operation == "UPDATE" {
-		old := &v1.OperatorGroup{}
-		if err := decodeObject(req.OldObject.Raw, old); err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old OperatorGroup: %w", err))
-		}
-		if slices.Equal(old.Spec.TargetNamespaces, og.Spec.TargetNamespaces) {
-			return admission.Allowed("") // OLM's own updates (annotations) change no target
+	if r.Operation == admissionv1.Update {
+		if slices.Equal(r.Old.Spec.TargetNamespaces, og.Spec.TargetNamespaces) {
+			return admission.Allowed(""), nil // OLM's own updates (annotations) change no target
 		}
 	} else {
 		var err error
 		if others, err = h.OperatorGroups.List(ctx, ns); err != nil {
-			return admit.LookupFailed(ctx, OperatorGroupsWebhook, "OperatorGroups", operatorGroupsUnchecked, err)
+			return admit.LookupFailed(ctx, OperatorGroupsWebhook, "OperatorGroups", operatorGroupsUnchecked, err), nil
 		}
 	}
 	targets := targetNames(og.Spec.TargetNamespaces)
 	if len(targets) == 0 {
-		return Respond(ctx, OperatorGroupPolicies(h.Policies, name, ns, others, nil))
+		return Respond(ctx, OperatorGroupPolicies(h.Policies, name, ns, others, nil)), nil
 	}
 	missing, err := h.Namespaces.Missing(ctx, targets)
 	if err != nil {
 		return respondDespite(ctx, OperatorGroupPolicies(h.Policies, name, ns, others, nil),
-			admit.LookupFailed(ctx, OperatorGroupsWebhook, "Namespaces", "target namespaces not checked", err))
+			admit.LookupFailed(ctx, OperatorGroupsWebhook, "Namespaces", "target namespaces not checked", err)), nil
 	}
-	return Respond(ctx, OperatorGroupPolicies(h.Policies, name, ns, others, missing))
+	return Respond(ctx, OperatorGroupPolicies(h.Policies, name, ns, others, missing)), nil
 }
 
 // maxTargetLookups bounds the Namespace GETs of one request: an OperatorGroup names a few target
@@ -261,11 +229,18 @@ func targetNames(targets []string) []string {
 }
 
 // decodeObject decodes a whole (small) object and requires its metadata.
-func decodeObject(raw []byte, into client.Object) error {
+func decodeObject[T any, PT interface {
+	*T
+	client.Object
+}](raw []byte) (PT, error) {
 	if _, err := review.DecodeMeta(raw); err != nil {
-		return err
+		return nil, err
 	}
-	return review.Decode(raw, into)
+	obj := PT(new(T))
+	if err := review.Decode(raw, obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
 }
 
 // InstallPlanHandler serves /validate/installplans: an update must not drop a live
@@ -276,46 +251,35 @@ type InstallPlanHandler struct {
 	Policies      Policies
 }
 
-// Handle answers one AdmissionReview.
-func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Kind.Kind != olm.InstallPlanKind || req.Kind.Group != olm.Group {
-		return admission.Allowed("not an InstallPlan")
-	}
-	if req.Operation != "UPDATE" || (h.Policies.InstallPlanOwnerDrop == Off && h.Policies.Approval == Off) {
-		return admission.Allowed("")
-	}
-	obj, err := review.DecodeMeta(req.Object.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding InstallPlan: %w", err))
-	}
-	old, err := review.DecodeMeta(req.OldObject.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding old InstallPlan: %w", err))
-	}
+// For returns the handler of the endpoint that sends rules.
+func (h *InstallPlanHandler) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
+	return admit.Typed[*review.Meta]{Kind: schema.GroupKind{Group: olm.Group, Kind: olm.InstallPlanKind}, Decode: review.DecodeMeta,
+		Active: func() bool { return h.Policies.InstallPlanOwnerDrop != Off || h.Policies.Approval != Off }, Decide: h.decide}.For(rules)
+}
+
+// decide judges an update (the endpoint's rules send no other).
+func (h *InstallPlanHandler) decide(ctx context.Context, r admit.Request[*review.Meta]) (admission.Response, error) {
+	obj, old := r.Object, r.Old
 	drops := h.Policies.InstallPlanOwnerDrop != Off && dropsSubscriptionRef(old.OwnerReferences, obj.OwnerReferences)
 	var spec planSpec
 	approves := false
 	if h.Policies.Approval != Off {
-		oldSpec, err := readPlanSpec(req.OldObject.Raw)
+		oldSpec, err := readPlanSpec(r.Request.OldObject.Raw)
 		if err == nil {
-			spec, err = readPlanSpec(req.Object.Raw)
+			spec, err = readPlanSpec(r.Request.Object.Raw)
 		}
 		if err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding InstallPlan spec: %w", err))
+			return admission.Response{}, admit.BadRequest(fmt.Errorf("decoding InstallPlan spec: %w", err))
 		}
 		approves = spec.Approved && !oldSpec.Approved
 	}
 	if !drops && !approves {
-		return admission.Allowed("")
-	}
-	ns := obj.Namespace
-	if ns == "" {
-		ns = req.Namespace
+		return admission.Allowed(""), nil
 	}
 	// The approval guard reads the Subscriptions' spec and status; the owner check only names.
-	subs, err := h.Subscriptions.List(ctx, ns, !approves)
+	subs, err := h.Subscriptions.List(ctx, obj.Namespace, !approves)
 	if err != nil {
-		return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "policies not checked", err)
+		return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "policies not checked", err), nil
 	}
 	var violations []Violation
 	if drops {
@@ -330,7 +294,7 @@ func (h *InstallPlanHandler) Handle(ctx context.Context, req admission.Request) 
 	if approves {
 		violations = append(violations, ApprovalPolicies(h.Policies, Approval{Plan: obj.Name, Owners: obj.OwnerReferences, CSVs: spec.CSVs, Generation: spec.Generation}, subs)...)
 	}
-	return Respond(ctx, violations)
+	return Respond(ctx, violations), nil
 }
 
 // dropsSubscriptionRef is the cheap pre-check that spares the lookup on most updates: it treats

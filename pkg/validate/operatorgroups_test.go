@@ -145,8 +145,8 @@ func ogReader(t testing.TB) client.Reader {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a"}}).Build()
 }
 
-func ogHandler(r client.Reader, m Mode) *OperatorGroupHandler {
-	return &OperatorGroupHandler{OperatorGroups: admit.LiveOperatorGroups{Reader: r}, Namespaces: admit.LiveNamespaces{Reader: r}, Policies: withMode(m)}
+func ogHandler(r client.Reader, m Mode) admission.Handler {
+	return served(&OperatorGroupHandler{OperatorGroups: admit.LiveOperatorGroups{Reader: r}, Namespaces: admit.LiveNamespaces{Reader: r}, Policies: withMode(m)})
 }
 
 func TestOperatorGroupHandler(t *testing.T) {
@@ -211,7 +211,7 @@ func TestSubscriptionHandlerOperatorGroup(t *testing.T) {
 		{"off", empty, admissionv1.Create, Off, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: tc.reader}, OperatorGroups: admit.LiveOperatorGroups{Reader: tc.reader}, Policies: withMode(tc.mode)}
+			h := served(&SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: tc.reader}, OperatorGroups: admit.LiveOperatorGroups{Reader: tc.reader}, Policies: withMode(tc.mode)})
 			resp := h.Handle(ctx, request(t, "Subscription", tc.op, s, nil))
 			if !resp.Allowed {
 				t.Fatalf("denied: %+v", resp.Result)
@@ -275,12 +275,12 @@ func TestOperatorGroupLookupsFailOpen(t *testing.T) {
 			ogRequest(t, admissionv1.Create, operatorGroup("second", "gone"), nil), true, "could not list OperatorGroups, OperatorGroup checks not done"},
 		{"target Namespaces; the second OperatorGroup is still denied", OperatorGroupsWebhook, ogHandler(failingOperatorGroups{Reader: ogReader(t), get: true}, Enforce),
 			ogRequest(t, admissionv1.Create, operatorGroup("second", "gone"), nil), false, "target namespaces not checked"},
-		{"OperatorGroups of a new Subscription", SubscriptionsWebhook, &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: ogReader(t)},
-			OperatorGroups: admit.LiveOperatorGroups{Reader: failingOperatorGroups{Reader: ogReader(t), list: true}}, Policies: p},
+		{"OperatorGroups of a new Subscription", SubscriptionsWebhook, served(&SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: ogReader(t)},
+			OperatorGroups: admit.LiveOperatorGroups{Reader: failingOperatorGroups{Reader: ogReader(t), list: true}}, Policies: p}),
 			request(t, "Subscription", admissionv1.Create, s, nil), true, "OperatorGroup checks not done"},
-		{"OperatorGroups of a duplicate Subscription: still denied", SubscriptionsWebhook, &SubscriptionHandler{
+		{"OperatorGroups of a duplicate Subscription: still denied", SubscriptionsWebhook, served(&SubscriptionHandler{
 			Subscriptions:  admit.LiveSubscriptions{Reader: fake.NewClientBuilder().WithScheme(ogScheme(t)).WithObjects(&s).Build()},
-			OperatorGroups: admit.LiveOperatorGroups{Reader: failingOperatorGroups{Reader: ogReader(t), list: true}}, Policies: p},
+			OperatorGroups: admit.LiveOperatorGroups{Reader: failingOperatorGroups{Reader: ogReader(t), list: true}}, Policies: p}),
 			request(t, "Subscription", admissionv1.Create, dup, nil), false, "OperatorGroup checks not done"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -312,7 +312,7 @@ func FuzzOperatorGroupHandler(f *testing.F) {
 		var h admission.Handler = ogHandler(r, Enforce)
 		kind := "OperatorGroup"
 		if which&1 == 1 && which&2 == 2 {
-			h = &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: r}, OperatorGroups: admit.LiveOperatorGroups{Reader: r}, Policies: withMode(Enforce)}
+			h = served(&SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: r}, OperatorGroups: admit.LiveOperatorGroups{Reader: r}, Policies: withMode(Enforce)})
 			kind = "Subscription"
 		}
 		op := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}[int(which/4)%3]

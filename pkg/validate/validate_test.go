@@ -150,7 +150,7 @@ func TestSubscriptionHandler(t *testing.T) {
 	reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&existing).Build()
 	p := DefaultPolicies()
 	p.DuplicatePackage = Enforce
-	h := &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p}
+	h := served(&SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p})
 	dup, manual, same := sub("b", "etcd", v1alpha1.ApprovalAutomatic), sub("c", "redis", v1alpha1.ApprovalManual), sub("a", "etcd", v1alpha1.ApprovalAutomatic)
 
 	if r := h.Handle(context.Background(), request(t, "Subscription", admissionv1.Create, dup, nil)); r.Allowed || !strings.Contains(r.Result.Message, `package "etcd"`) {
@@ -181,8 +181,8 @@ func TestHandlersLookupFails(t *testing.T) {
 		h       admission.Handler
 		req     admission.Request
 	}{
-		{SubscriptionsWebhook, &SubscriptionHandler{Subscriptions: failing, Policies: p}, request(t, "Subscription", admissionv1.Create, sub("b", "etcd", ""), nil)},
-		{InstallPlansWebhook, &InstallPlanHandler{Subscriptions: failing, Policies: p}, dropsA},
+		{SubscriptionsWebhook, served(&SubscriptionHandler{Subscriptions: failing, Policies: p}), request(t, "Subscription", admissionv1.Create, sub("b", "etcd", ""), nil)},
+		{InstallPlansWebhook, served(&InstallPlanHandler{Subscriptions: failing, Policies: p}), dropsA},
 	} {
 		counter := metrics.LookupErrors.WithLabelValues(tc.webhook)
 		before := testutil.ToFloat64(counter)
@@ -204,7 +204,7 @@ func (erroringReader) List(context.Context, client.ObjectList, ...client.ListOpt
 
 func TestInstallPlanHandler(t *testing.T) {
 	a, b := sub("a", "etcd", ""), sub("b", "redis", "")
-	h := &InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a, &b).Build()}, Policies: DefaultPolicies()}
+	h := served(&InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a, &b).Build()}, Policies: DefaultPolicies()})
 	plan := func(refs ...metav1.OwnerReference) map[string]any {
 		return map[string]any{"metadata": map[string]any{"name": "install-1", "namespace": "ns", "ownerReferences": refs}}
 	}
@@ -237,13 +237,13 @@ func FuzzHandlers(f *testing.F) {
 		reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a).Build()
 		p := Policies{MixedApproval: Enforce, DuplicatePackage: Enforce, InstallPlanOwnerDrop: Enforce}
 		p.CleanupFinalizer, p.Approval = Enforce, Enforce
-		var h admission.Handler = &SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p}
+		var h admission.Handler = served(&SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p})
 		kind := "Subscription"
 		switch which % 3 {
 		case 1:
-			h, kind = &InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p}, "InstallPlan"
+			h, kind = served(&InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p}), "InstallPlan"
 		case 2:
-			h, kind = &CSVHandler{Policies: p}, "ClusterServiceVersion"
+			h, kind = served(&CSVHandler{Policies: p}), "ClusterServiceVersion"
 		}
 		op := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}[int(which/3)%3]
 		r := h.Handle(context.Background(), request(t, kind, op, obj, old))
@@ -314,7 +314,7 @@ func TestCleanupFinalizerRemoval(t *testing.T) {
 // this passed before the fix too; the hole was the webhook's object selector, whose test is
 // TestBuildPerWebhook and TestCleanupFinalizerGuardIgnoresCopyLabel in pkg/setup.
 func TestCSVHandlerCopyLabelDoesNotDisarmTheGuard(t *testing.T) {
-	h := &CSVHandler{Policies: DefaultPolicies()}
+	h := served(&CSVHandler{Policies: DefaultPolicies()})
 	copied := map[string]any{"olm.copiedFrom": "elsewhere"}
 	for _, tc := range []struct {
 		name     string
@@ -340,7 +340,7 @@ func TestCSVHandlerCopyLabelDoesNotDisarmTheGuard(t *testing.T) {
 }
 
 func TestCSVHandlerDeniesRemovalDuringCleanup(t *testing.T) {
-	h := &CSVHandler{Policies: DefaultPolicies()}
+	h := served(&CSVHandler{Policies: DefaultPolicies()})
 	old := map[string]any{"metadata": map[string]any{"name": "op.v1", "deletionTimestamp": "2026-11-21T10:00:00Z", "finalizers": []string{"olmguard.io/cleanup"}}}
 	now := map[string]any{"metadata": map[string]any{"name": "op.v1", "deletionTimestamp": "2026-11-21T10:00:00Z"}}
 	req := request(t, "ClusterServiceVersion", admissionv1.Update, now, old)

@@ -16,8 +16,8 @@ import (
 	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/internal/tlsconfig"
 	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
 // Options configure the webhook server. The exported fields above Endpoints are its flags.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/olmguard/olmguard/pkg/admit"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 )
 
 func TestDefaultOptionsFromFlags(t *testing.T) {

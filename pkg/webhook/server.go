@@ -34,11 +34,11 @@ import (
 	"github.com/olmguard/olmguard/internal/kubeapi"
 	"github.com/olmguard/olmguard/internal/tlsconfig"
 	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/admit/registration"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/metricsauth"
 	olmscheme "github.com/olmguard/olmguard/pkg/olm/scheme"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/pkg/webhook/registration"
 )
 
 func log(ctx context.Context) logr.Logger { return logf.FromContext(ctx).WithName("webhook") }
@@ -132,7 +132,7 @@ func New(cfg *rest.Config, o Options) (*Server, error) {
 		return next
 	}
 	for _, e := range o.Endpoints {
-		h, err := e.Handler(mgr)
+		h, err := e.Build(mgr)
 		if err != nil {
 			s.cleanup()
 			return nil, fmt.Errorf("building the handler of %s: %w", e.Path, err)

@@ -63,12 +63,12 @@ func (r *recorder) endpoints() []admit.Endpoint {
 	eps := setup.DefaultWebhook().Admission()
 	for i := range eps {
 		path := eps[i].Path
-		eps[i].Handler = admit.Static(admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+		eps[i].Handler = admit.Static(admit.Untyped(admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.seen[path] = append(r.seen[path], fmt.Sprintf("%s %s/%s", req.Operation, req.Namespace, req.Name))
 			return admission.Allowed("")
-		}))
+		})))
 	}
 	return eps
 }
