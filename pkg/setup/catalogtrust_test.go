@@ -17,7 +17,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/validate"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -71,7 +71,7 @@ func newCatalogSource(ns, name, image, address string) *v1alpha1.CatalogSource {
 }
 
 func subscriptionTo(ns, name, sourceNS, source string) *v1alpha1.Subscription {
-	s := scenario.Subscription(ns, name, name, v1alpha1.ApprovalAutomatic)
+	s := builders.Subscription(ns, name, name, v1alpha1.ApprovalAutomatic)
 	s.Spec.CatalogSourceNamespace, s.Spec.CatalogSource = sourceNS, source
 	return s
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/validate"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -103,7 +103,7 @@ func TestOperatorGroupGuard(t *testing.T) {
 	} {
 		t.Run(tc.ns, func(t *testing.T) {
 			w.Take()
-			if err := c.Create(ctx, scenario.Subscription(tc.ns, "early", "etcd", v1alpha1.ApprovalAutomatic)); err != nil {
+			if err := c.Create(ctx, builders.Subscription(tc.ns, "early", "etcd", v1alpha1.ApprovalAutomatic)); err != nil {
 				t.Fatalf("a Subscription is never denied for want of an OperatorGroup: %v", err)
 			}
 			if got := w.Take(); strings.Contains(got, noGroup) != tc.others || (tc.others && !strings.Contains(got, "create one OperatorGroup in namespace "+tc.ns)) {
@@ -115,7 +115,7 @@ func TestOperatorGroupGuard(t *testing.T) {
 			if got := w.Take(); got != "" {
 				t.Errorf("first OperatorGroup: warnings %q, want none", got)
 			}
-			if err := c.Create(ctx, scenario.Subscription(tc.ns, "late", "redis", v1alpha1.ApprovalAutomatic)); err != nil {
+			if err := c.Create(ctx, builders.Subscription(tc.ns, "late", "redis", v1alpha1.ApprovalAutomatic)); err != nil {
 				t.Fatal(err)
 			}
 			if got := w.Take(); strings.Contains(got, noGroup) {
@@ -157,7 +157,7 @@ func TestOperatorGroupGuard(t *testing.T) {
 			obj     client.Object
 		}{
 			{validate.OperatorGroupsWebhook, newOperatorGroup(ns, "second", "no-such-namespace")},
-			{validate.SubscriptionsWebhook, scenario.Subscription(ns, "sub", "etcd", v1alpha1.ApprovalAutomatic)},
+			{validate.SubscriptionsWebhook, builders.Subscription(ns, "sub", "etcd", v1alpha1.ApprovalAutomatic)},
 		} {
 			counter := metrics.LookupErrors.WithLabelValues(tc.webhook)
 			before := testutil.ToFloat64(counter)

@@ -23,6 +23,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/clitest"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -90,12 +91,12 @@ func waitActive(ctx context.Context) error {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
-	sub := scenario.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
+	sub := builders.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
 	if err := env.Client.Create(ctx, sub); err != nil {
 		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		ip := scenario.InstallPlan(ns)
+		ip := builders.InstallPlan(ns)
 		if err := env.Client.Create(ctx, ip, client.DryRunAll); err != nil {
 			return false, nil
 		}
@@ -122,11 +123,11 @@ func TestSubscriptionCreatedJustBeforePlanOwnsIt(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "just-before")
 	for i := range 30 {
-		sub := scenario.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
+		sub := builders.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
 		if err := env.Client.Create(ctx, sub); err != nil {
 			t.Fatal(err)
 		}
-		ip := scenario.InstallPlan(ns)
+		ip := builders.InstallPlan(ns)
 		if err := env.Client.Create(ctx, ip); err != nil {
 			t.Fatal(err)
 		}
@@ -174,11 +175,11 @@ func TestUpdateDroppingOwnerIsRestored(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	ns := namespace(t, "drop")
-	sub := scenario.Subscription(ns, "s", "p", v1alpha1.ApprovalAutomatic)
+	sub := builders.Subscription(ns, "s", "p", v1alpha1.ApprovalAutomatic)
 	if err := env.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
-	ip := scenario.InstallPlan(ns)
+	ip := builders.InstallPlan(ns)
 	if err := env.Client.Create(ctx, ip); err != nil {
 		t.Fatal(err)
 	}
@@ -198,9 +199,9 @@ func TestSubscriptionPoliciesWarn(t *testing.T) {
 	ns := namespace(t, "policies")
 	c, w := testenv.WarningClient(t, env.Config, env.Scheme)
 	for _, s := range []*v1alpha1.Subscription{
-		scenario.Subscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),
-		scenario.Subscription(ns, "b", "etcd", v1alpha1.ApprovalAutomatic),
-		scenario.Subscription(ns, "c", "redis", v1alpha1.ApprovalManual),
+		builders.Subscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),
+		builders.Subscription(ns, "b", "etcd", v1alpha1.ApprovalAutomatic),
+		builders.Subscription(ns, "c", "redis", v1alpha1.ApprovalManual),
 	} {
 		if err := c.Create(ctx, s); err != nil {
 			t.Fatalf("warn mode must not deny: %v", err)
