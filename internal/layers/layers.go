@@ -86,6 +86,8 @@ var Rules = []Rule{
 		Why: "product code never links the test harness"},
 	{From: []Pattern{"cmd/...", "pkg/...", "certs/...", "manifests/..."}, Transitive: true, Deny: []Pattern{"charts/..."},
 		Why: "the binaries do not link the Helm SDK: only make manifests, make dist and the tests render the chart"},
+	{From: []Pattern{"test/builders"}, Deny: everything, Allow: slices.Concat(Foundation, Knowledge),
+		Why: "the object builders link no harness, so a unit test that builds objects links nothing more"},
 	{From: []Pattern{"pkg/...", "internal/...", "certs/...", "cmd/..."}, Tests: true, Transitive: true, Deny: Harness,
 		Why: "unit tests run in-process or on envtest: they link no kwok cluster, node, OLM or installed olmguard, whose tiers start those (make test-e2e, test-realolm, ...)"},
 }

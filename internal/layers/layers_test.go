@@ -43,6 +43,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		"cmd/controller":       {"pkg/setup", "pkg/controller"},
 		"internal/cli":         nil,
 		"test/testenv":         {"pkg/controller"},
+		"test/builders":        {"pkg/olm", "pkg/olm/v1alpha1", "pkg/unpack"},
 	}
 	if v := Check(good, Rules); len(v) > 0 {
 		t.Fatalf("a layered graph has violations: %v", v)
@@ -65,6 +66,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"handler imports the server", "pkg/mutate", "pkg/webhook", "pkg/mutate imports pkg/webhook"},
 		{"product code imports the harness", "pkg/setup", "test/testenv", "pkg/setup imports test/testenv"},
 		{"a binary links the Helm SDK", "pkg/setup", "charts", "cmd/controller imports charts (via pkg/setup)"},
+		{"the builders import a harness", "test/builders", "test/testenv", "test/builders imports test/testenv"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := map[string][]string{}
