@@ -22,7 +22,7 @@ func TestApprovalGuard(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	c, w := testenv.WarningClient(t, env.Config, env.Scheme)
-	ns := namespace(t, "approval-warn")
+	ns := testenv.Namespace(t, env.Client, "approval-warn")
 
 	subscribe := func(name, pkg string, approval v1alpha1.Approval, plan, installed, current string) *v1alpha1.Subscription {
 		t.Helper()

@@ -88,7 +88,7 @@ func TestCatalogTrust(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	c, w := testenv.WarningClient(t, env.Config, env.Scheme)
-	off, enforce, warn, platform := namespace(t, "ct-off"), namespace(t, ctEnforceNamespace), namespace(t, ctWarnNamespace), namespace(t, ctPlatformNamespace)
+	off, enforce, warn, platform := testenv.Namespace(t, env.Client, "ct-off"), testenv.Namespace(t, env.Client, ctEnforceNamespace), testenv.Namespace(t, env.Client, ctWarnNamespace), testenv.Namespace(t, env.Client, ctPlatformNamespace)
 	const notTrusted = "not trusted to serve operators"
 	violations := func(policy string, m validate.Mode) func() float64 {
 		counter := metrics.PolicyViolations.WithLabelValues(policy, string(m))

@@ -97,9 +97,9 @@ func TestOperatorGroupGuard(t *testing.T) {
 		denied             bool
 		warnSecond, others bool
 	}{
-		{namespace(t, "og-warn"), false, true, true},
-		{namespace(t, ogEnforceNamespace), true, false, true},
-		{namespace(t, ogOffNamespace), false, false, false},
+		{testenv.Namespace(t, env.Client, "og-warn"), false, true, true},
+		{testenv.Namespace(t, env.Client, ogEnforceNamespace), true, false, true},
+		{testenv.Namespace(t, env.Client, ogOffNamespace), false, false, false},
 	} {
 		t.Run(tc.ns, func(t *testing.T) {
 			w.Take()
@@ -148,7 +148,7 @@ func TestOperatorGroupGuard(t *testing.T) {
 	}
 
 	t.Run("lookups failing", func(t *testing.T) {
-		ns := namespace(t, ogFailOpenNamespace)
+		ns := testenv.Namespace(t, env.Client, ogFailOpenNamespace)
 		if err := c.Create(ctx, newOperatorGroup(ns, "first")); err != nil {
 			t.Fatal(err)
 		}

@@ -106,14 +106,6 @@ func waitActive(ctx context.Context) error {
 
 func requireEnv(t *testing.T) { env = testenv.Shared(t) }
 
-func namespace(t *testing.T, name string) string {
-	t.Helper()
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
-
 // The F1 guarantee on one apiserver (docs/f1-guarantee.md): a Subscription whose create has
 // returned is committed, so the consistent read of the plan's admission finds it, however little
 // time passes in between and however busy the machine. (With the watch-cache read this failed by
@@ -121,7 +113,7 @@ func namespace(t *testing.T, name string) string {
 func TestSubscriptionCreatedJustBeforePlanOwnsIt(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
-	ns := namespace(t, "just-before")
+	ns := testenv.Namespace(t, env.Client, "just-before")
 	for i := range 30 {
 		sub := builders.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
 		if err := env.Client.Create(ctx, sub); err != nil {
@@ -174,7 +166,7 @@ func TestReplay3199(t *testing.T) {
 func TestUpdateDroppingOwnerIsRestored(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
-	ns := namespace(t, "drop")
+	ns := testenv.Namespace(t, env.Client, "drop")
 	sub := builders.Subscription(ns, "s", "p", v1alpha1.ApprovalAutomatic)
 	if err := env.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
@@ -196,7 +188,7 @@ func TestUpdateDroppingOwnerIsRestored(t *testing.T) {
 func TestSubscriptionPoliciesWarn(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
-	ns := namespace(t, "policies")
+	ns := testenv.Namespace(t, env.Client, "policies")
 	c, w := testenv.WarningClient(t, env.Config, env.Scheme)
 	for _, s := range []*v1alpha1.Subscription{
 		builders.Subscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),

@@ -108,7 +108,7 @@ func TestLargeSubscriptionsDecideFromCache(t *testing.T) {
 	requireEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ns := namespace(t, "large-subs")
+	ns := testenv.Namespace(t, env.Client, "large-subs")
 	const subs = 30 // 1 MiB each (builders.LargeSubscription)
 	big := func(name, pkg, approval string) *unstructured.Unstructured {
 		return builders.LargeSubscription(ns, name, pkg, approval)
