@@ -34,10 +34,13 @@ func anyMatches(ps []Pattern, pkg string) bool {
 }
 
 // Rule forbids the packages From (less Except) to import any package Deny matches and Allow
-// does not: directly, or through any chain of imports when Transitive.
+// does not: directly, or through any chain of imports when Transitive. A rule with Tests is about
+// From's tests instead: their first imports are those of the package with its _test.go files
+// (CheckTests); Check skips it, and CheckTests checks only such rules.
 type Rule struct {
 	From, Except, Deny, Allow []Pattern
 	Transitive                bool
+	Tests                     bool
 	Why                       string
 }
 
@@ -53,6 +56,13 @@ var Knowledge = []Pattern{"pkg/owners", "pkg/drift", "pkg/cleanup", "pkg/unpack"
 var Writes = []Pattern{"pkg/write"}
 
 var everything = []Pattern{"pkg/...", "internal/...", "certs/...", "cmd/...", "test/...", "hack/...", "manifests/...", "charts/..."}
+
+// Harness are the test packages that start a cluster, a node, OLM or olmguard's installed
+// binaries, and the tiers built on them. envtest (test/testenv, with the binary cache and process
+// runner it starts its apiserver with), the OLM simulator and the scenarios it replays, the object
+// builders and the small checkers (test/clitest, test/patchtest) are not: unit tests may use them.
+var Harness = []Pattern{"test/cluster/...", "test/node/...", "test/certmanager/...", "test/install",
+	"test/e2e", "test/realolm/...", "test/realnode", "test/ha", "test/hostile", "test/demo", "test/load/..."}
 
 // Rules are olmguard's import rules.
 var Rules = []Rule{
@@ -78,6 +88,10 @@ var Rules = []Rule{
 		Why: "product code never links the test harness"},
 	{From: []Pattern{"cmd/...", "pkg/...", "certs/...", "manifests/..."}, Transitive: true, Deny: []Pattern{"charts/..."},
 		Why: "the binaries do not link the Helm SDK: only make manifests, make dist and the tests render the chart"},
+	{From: []Pattern{"test/builders"}, Deny: everything, Allow: slices.Concat(Foundation, Knowledge),
+		Why: "the object builders link no harness, so a unit test that builds objects links nothing more"},
+	{From: []Pattern{"pkg/...", "internal/...", "certs/...", "cmd/..."}, Tests: true, Transitive: true, Deny: Harness,
+		Why: "unit tests run in-process or on envtest: they link no kwok cluster, node, OLM or installed olmguard, whose tiers start those (make test-e2e, test-realolm, ...)"},
 }
 
 // Violation is one forbidden import.
@@ -96,8 +110,19 @@ func (v Violation) String() string {
 }
 
 // Check returns every import of graph (package -> its direct imports, olmguard's packages only,
-// relative to Module) that rules forbid, sorted.
+// relative to Module) that rules without Tests forbid, sorted.
 func Check(graph map[string][]string, rules []Rule) []Violation {
+	return check(graph, nil, rules, false)
+}
+
+// CheckTests returns every import of the packages' tests that rules with Tests forbid: tests maps
+// a package to the direct imports of its test binary (the package's imports with those of its
+// _test.go files, in-package and external), and the imports reached from there are graph's.
+func CheckTests(graph, tests map[string][]string, rules []Rule) []Violation {
+	return check(graph, tests, rules, true)
+}
+
+func check(graph, tests map[string][]string, rules []Rule, ofTests bool) []Violation {
 	var out []Violation
 	pkgs := make([]string, 0, len(graph))
 	for p := range graph {
@@ -105,11 +130,18 @@ func Check(graph map[string][]string, rules []Rule) []Violation {
 	}
 	sort.Strings(pkgs)
 	for _, r := range rules {
+		if r.Tests != ofTests {
+			continue
+		}
 		for _, from := range pkgs {
 			if !anyMatches(r.From, from) || anyMatches(r.Except, from) {
 				continue
 			}
-			for _, imp := range reachable(graph, from, r.Transitive) {
+			first := graph[from]
+			if ofTests {
+				first = tests[from]
+			}
+			for _, imp := range reachable(graph, from, first, r.Transitive) {
 				if anyMatches(r.Deny, imp.pkg) && !anyMatches(r.Allow, imp.pkg) {
 					out = append(out, Violation{From: from, Imports: imp.pkg, Via: imp.via, Why: r.Why})
 				}
@@ -124,16 +156,20 @@ type reached struct {
 	via []string
 }
 
-// reachable lists from's imports, or every package reachable from it (breadth first, each with
-// the chain that first reached it).
-func reachable(graph map[string][]string, from string, transitive bool) []reached {
+// reachable lists from's imports (first), or every package reachable from it (breadth first,
+// each with the chain that first reached it).
+func reachable(graph map[string][]string, from string, first []string, transitive bool) []reached {
 	var out []reached
 	seen := map[string]bool{from: true}
 	queue := []reached{{pkg: from}}
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
-		for _, imp := range graph[cur.pkg] {
+		imports := graph[cur.pkg]
+		if cur.pkg == from {
+			imports = first
+		}
+		for _, imp := range imports {
 			if seen[imp] {
 				continue
 			}

@@ -43,6 +43,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		"cmd/controller":       {"pkg/setup", "pkg/controller"},
 		"internal/cli":         nil,
 		"test/testenv":         {"pkg/controller"},
+		"test/builders":        {"pkg/olm", "pkg/olm/v1alpha1", "pkg/unpack"},
 	}
 	if v := Check(good, Rules); len(v) > 0 {
 		t.Fatalf("a layered graph has violations: %v", v)
@@ -70,6 +71,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"plugin links the webhook configurations", "pkg/doctor", "pkg/admit/registration", "cmd/kubectl-olmguard imports pkg/admit/registration (via pkg/doctor)"},
 		{"product code imports the harness", "pkg/setup", "test/testenv", "pkg/setup imports test/testenv"},
 		{"a binary links the Helm SDK", "pkg/setup", "charts", "cmd/controller imports charts (via pkg/setup)"},
+		{"the builders import a harness", "test/builders", "test/testenv", "test/builders imports test/testenv"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := map[string][]string{}
@@ -92,32 +94,107 @@ func TestCheckCatchesViolations(t *testing.T) {
 	}
 }
 
-// olmguard's own packages keep the layers.
+// The rule on tests catches a unit test that links a harness, directly or through a test helper,
+// and lets the packages' own imports and envtest pass.
+func TestCheckTestsCatchesHarness(t *testing.T) {
+	graph := map[string][]string{
+		"pkg/catalog":      {"pkg/olm"},
+		"pkg/olm":          nil,
+		"pkg/setup":        {"pkg/catalog"},
+		"test/builders":    {"pkg/olm"},
+		"test/testenv":     {"test/procs", "test/testbin"},
+		"test/procs":       {"test/testbin"},
+		"test/testbin":     nil,
+		"test/olmsim":      {"test/testenv"},
+		"test/scenario":    {"test/olmsim", "test/testenv"},
+		"test/cluster":     {"test/procs", "test/testenv"},
+		"test/e2e":         {"test/cluster"},
+		"test/bad":         {"test/cluster"},
+		"internal/layers":  nil,
+		"test/certmanager": {"test/procs"},
+	}
+	good := map[string][]string{
+		"pkg/catalog": {"pkg/olm", "test/builders"},
+		"pkg/setup":   {"pkg/catalog", "test/testenv", "test/scenario", "test/builders"},
+		// A tier's own tests start what they need.
+		"test/e2e": {"test/cluster"},
+	}
+	if v := CheckTests(graph, good, Rules); len(v) > 0 {
+		t.Fatalf("unit tests on envtest have violations: %v", v)
+	}
+	for _, tc := range []struct {
+		name, from, imports string
+		want                string
+	}{
+		// Fails before the rule on tests: Check looks at the packages' own imports only.
+		{"a unit test imports the kwok cluster", "pkg/catalog", "test/cluster", "pkg/catalog imports test/cluster:"},
+		{"a unit test links a cluster through a helper", "pkg/setup", "test/bad", "pkg/setup imports test/cluster (via test/bad)"},
+		{"an internal test imports cert-manager's processes", "internal/layers", "test/certmanager", "internal/layers imports test/certmanager"},
+		{"a unit test imports a tier", "pkg/catalog", "test/e2e", "pkg/catalog imports test/e2e"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tests := map[string][]string{}
+			for k, v := range good {
+				tests[k] = slices.Clone(v)
+			}
+			tests[tc.from] = append(tests[tc.from], tc.imports)
+			vs := CheckTests(graph, tests, Rules)
+			found := false
+			for _, v := range vs {
+				found = found || strings.Contains(v.String(), tc.want)
+			}
+			if !found {
+				t.Errorf("no violation containing %q in %v", tc.want, vs)
+			}
+			// The packages themselves import no harness: only the tests' check sees it.
+			if vs := Check(graph, Rules); len(vs) > 0 {
+				t.Errorf("Check on the packages' own imports: %v", vs)
+			}
+		})
+	}
+}
+
+// olmguard's own packages, and their tests, keep the layers.
 func TestTreeKeepsTheLayers(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", Module+"/...").Output()
+	out, err := exec.Command("go", "list", "-f",
+		"{{.ImportPath}}{{range .Imports}} {{.}}{{end}} |{{range .Imports}} {{.}}{{end}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}",
+		Module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	graph := map[string][]string{}
+	graph, tests := map[string][]string{}, map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		fields := strings.Fields(line)
+		own, withTests, _ := strings.Cut(line, " |")
+		fields := strings.Fields(own)
 		pkg, ok := relative(fields[0])
 		if !ok {
 			continue
 		}
-		graph[pkg] = nil
-		for _, imp := range fields[1:] {
-			if rel, ok := relative(imp); ok {
-				graph[pkg] = append(graph[pkg], rel)
-			}
-		}
+		graph[pkg], tests[pkg] = relatives(fields[1:]), relatives(strings.Fields(withTests))
 	}
 	if len(graph) < 20 {
 		t.Fatalf("go list found %d packages, want olmguard's", len(graph))
 	}
+	if len(tests["pkg/catalog"]) <= len(graph["pkg/catalog"]) {
+		t.Fatalf("go list found no test imports of pkg/catalog: %v", tests["pkg/catalog"])
+	}
 	for _, v := range Check(graph, Rules) {
 		t.Error(v)
 	}
+	for _, v := range CheckTests(graph, tests, Rules) {
+		t.Error(v)
+	}
+}
+
+// relatives are the olmguard packages of pkgs, relative to Module.
+func relatives(pkgs []string) []string {
+	var out []string
+	for _, p := range pkgs {
+		if rel, ok := relative(p); ok {
+			out = append(out, rel)
+		}
+	}
+	return out
 }
 
 func relative(pkg string) (string, bool) {

@@ -10,17 +10,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/olmguard/olmguard/pkg/catalog"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 )
 
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 func TestDecide(t *testing.T) {
 	const grace = 30 * time.Second
-	healthy := []corev1.Node{scenario.Node("a", "z1", corev1.ConditionTrue, now.Add(-(time.Hour))), scenario.Node("b", "z2", corev1.ConditionTrue, now.Add(-(time.Hour))), scenario.Node("c", "z3", corev1.ConditionTrue, now.Add(-(time.Hour)))}
+	healthy := []corev1.Node{builders.Node("a", "z1", corev1.ConditionTrue, now.Add(-(time.Hour))), builders.Node("b", "z2", corev1.ConditionTrue, now.Add(-(time.Hour))), builders.Node("c", "z3", corev1.ConditionTrue, now.Add(-(time.Hour)))}
 	with := func(n corev1.Node) []corev1.Node { return append([]corev1.Node{n}, healthy[1:]...) }
-	unknownLong, unknownShort := scenario.Node("a", "z1", corev1.ConditionUnknown, now.Add(-(time.Minute))), scenario.Node("a", "z1", corev1.ConditionUnknown, now.Add(-(10*time.Second)))
-	falseLong, noCond := scenario.Node("a", "z1", corev1.ConditionFalse, now.Add(-(time.Minute))), scenario.Node("a", "z1", "", now.Add(-(0)))
+	unknownLong, unknownShort := builders.Node("a", "z1", corev1.ConditionUnknown, now.Add(-(time.Minute))), builders.Node("a", "z1", corev1.ConditionUnknown, now.Add(-(10*time.Second)))
+	falseLong, noCond := builders.Node("a", "z1", corev1.ConditionFalse, now.Add(-(time.Minute))), builders.Node("a", "z1", "", now.Add(-(0)))
 	noCond.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
 	ready := healthy[0]
 	tests := []struct {
@@ -31,25 +31,25 @@ func TestDecide(t *testing.T) {
 		nodes     []corev1.Node
 		want      catalog.Decision
 	}{
-		{"ready node: never", scenario.CatalogPod("a", nil), &ready, time.Time{}, healthy, catalog.Decision{Reason: catalog.ReasonNodeReady}},
-		{"terminating on a ready node: never", scenario.CatalogPod("a", &now), &ready, time.Time{}, healthy, catalog.Decision{Reason: catalog.ReasonNodeReady}},
-		{"unknown past grace: delete", scenario.CatalogPod("a", nil), &unknownLong, time.Time{}, with(unknownLong), catalog.Decision{Delete: true, Reason: catalog.ReasonNodeNotReady}},
-		{"false past grace: delete", scenario.CatalogPod("a", nil), &falseLong, time.Time{}, with(falseLong), catalog.Decision{Delete: true, Reason: catalog.ReasonNodeNotReady}},
-		{"within grace: requeue when it ends", scenario.CatalogPod("a", nil), &unknownShort, time.Time{}, with(unknownShort), catalog.Decision{Reason: catalog.ReasonWithinGrace, RequeueAfter: 20 * time.Second}},
-		{"terminating on a NotReady node: delete at once", scenario.CatalogPod("a", &now), &unknownShort, time.Time{}, with(unknownShort), catalog.Decision{Delete: true, Reason: catalog.ReasonPodTerminating}},
-		{"node never reported: counted from creation", scenario.CatalogPod("a", nil), &noCond, time.Time{}, with(noCond), catalog.Decision{Delete: true, Reason: catalog.ReasonNodeNotReady}},
-		{"node gone past grace: delete", scenario.CatalogPod("gone", nil), nil, now.Add(-time.Minute), healthy, catalog.Decision{Delete: true, Reason: catalog.ReasonNodeGone}},
-		{"node gone within grace: requeue", scenario.CatalogPod("gone", nil), nil, now.Add(-20 * time.Second), healthy, catalog.Decision{Reason: catalog.ReasonWithinGrace, RequeueAfter: 10 * time.Second}},
-		{"unscheduled: nothing", scenario.CatalogPod("", nil), nil, time.Time{}, healthy, catalog.Decision{Reason: catalog.ReasonNotScheduled}},
+		{"ready node: never", builders.CatalogPod("a", nil), &ready, time.Time{}, healthy, catalog.Decision{Reason: catalog.ReasonNodeReady}},
+		{"terminating on a ready node: never", builders.CatalogPod("a", &now), &ready, time.Time{}, healthy, catalog.Decision{Reason: catalog.ReasonNodeReady}},
+		{"unknown past grace: delete", builders.CatalogPod("a", nil), &unknownLong, time.Time{}, with(unknownLong), catalog.Decision{Delete: true, Reason: catalog.ReasonNodeNotReady}},
+		{"false past grace: delete", builders.CatalogPod("a", nil), &falseLong, time.Time{}, with(falseLong), catalog.Decision{Delete: true, Reason: catalog.ReasonNodeNotReady}},
+		{"within grace: requeue when it ends", builders.CatalogPod("a", nil), &unknownShort, time.Time{}, with(unknownShort), catalog.Decision{Reason: catalog.ReasonWithinGrace, RequeueAfter: 20 * time.Second}},
+		{"terminating on a NotReady node: delete at once", builders.CatalogPod("a", &now), &unknownShort, time.Time{}, with(unknownShort), catalog.Decision{Delete: true, Reason: catalog.ReasonPodTerminating}},
+		{"node never reported: counted from creation", builders.CatalogPod("a", nil), &noCond, time.Time{}, with(noCond), catalog.Decision{Delete: true, Reason: catalog.ReasonNodeNotReady}},
+		{"node gone past grace: delete", builders.CatalogPod("gone", nil), nil, now.Add(-time.Minute), healthy, catalog.Decision{Delete: true, Reason: catalog.ReasonNodeGone}},
+		{"node gone within grace: requeue", builders.CatalogPod("gone", nil), nil, now.Add(-20 * time.Second), healthy, catalog.Decision{Reason: catalog.ReasonWithinGrace, RequeueAfter: 10 * time.Second}},
+		{"unscheduled: nothing", builders.CatalogPod("", nil), nil, time.Time{}, healthy, catalog.Decision{Reason: catalog.ReasonNotScheduled}},
 		{"not a catalog pod: nothing", &corev1.Pod{Spec: corev1.PodSpec{NodeName: "a"}}, &unknownLong, time.Time{}, with(unknownLong), catalog.Decision{Reason: catalog.ReasonNotCatalogPod}},
-		{"two of three nodes down: nothing", scenario.CatalogPod("a", nil), &unknownLong, time.Time{},
-			[]corev1.Node{unknownLong, scenario.Node("b", "z2", corev1.ConditionUnknown, now.Add(-(time.Minute))), healthy[2]}, catalog.Decision{Reason: catalog.ReasonClusterOutage}},
-		{"two of three down, pod terminating: still nothing", scenario.CatalogPod("a", &now), &unknownLong, time.Time{},
-			[]corev1.Node{unknownLong, scenario.Node("b", "z2", corev1.ConditionUnknown, now.Add(-(time.Minute))), healthy[2]}, catalog.Decision{Reason: catalog.ReasonClusterOutage}},
+		{"two of three nodes down: nothing", builders.CatalogPod("a", nil), &unknownLong, time.Time{},
+			[]corev1.Node{unknownLong, builders.Node("b", "z2", corev1.ConditionUnknown, now.Add(-(time.Minute))), healthy[2]}, catalog.Decision{Reason: catalog.ReasonClusterOutage}},
+		{"two of three down, pod terminating: still nothing", builders.CatalogPod("a", &now), &unknownLong, time.Time{},
+			[]corev1.Node{unknownLong, builders.Node("b", "z2", corev1.ConditionUnknown, now.Add(-(time.Minute))), healthy[2]}, catalog.Decision{Reason: catalog.ReasonClusterOutage}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := catalog.Decide(tt.pod, scenario.CatalogSourceUID, tt.node, tt.goneSince, now, grace, catalog.NodeHealth(tt.nodes))
+			got := catalog.Decide(tt.pod, builders.CatalogSourceUID, tt.node, tt.goneSince, now, grace, catalog.NodeHealth(tt.nodes))
 			if got != tt.want {
 				t.Errorf("Decide = %+v, want %+v", got, tt.want)
 			}
@@ -64,10 +64,10 @@ func TestDecide(t *testing.T) {
 // deleted each of them).
 func TestDecideOnlyPodsOfALiveCatalogSource(t *testing.T) {
 	const grace = 30 * time.Second
-	down := scenario.Node("a", "z1", corev1.ConditionUnknown, now.Add(-time.Minute))
-	nodes := []corev1.Node{down, scenario.Node("b", "z2", corev1.ConditionTrue, now.Add(-time.Hour)), scenario.Node("c", "z3", corev1.ConditionTrue, now.Add(-time.Hour))}
+	down := builders.Node("a", "z1", corev1.ConditionUnknown, now.Add(-time.Minute))
+	nodes := []corev1.Node{down, builders.Node("b", "z2", corev1.ConditionTrue, now.Add(-time.Hour)), builders.Node("c", "z3", corev1.ConditionTrue, now.Add(-time.Hour))}
 	owned := func(edit func(r *metav1.OwnerReference)) *corev1.Pod {
-		p := scenario.CatalogPod("a", nil)
+		p := builders.CatalogPod("a", nil)
 		if edit == nil {
 			p.OwnerReferences = nil
 		} else {
@@ -81,13 +81,13 @@ func TestDecideOnlyPodsOfALiveCatalogSource(t *testing.T) {
 		uid  types.UID // of the CatalogSource the reconciler found ("" = none of that name)
 		want catalog.Decision
 	}{
-		{"label only, no owner", owned(nil), scenario.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
-		{"owner with the wrong UID", owned(func(r *metav1.OwnerReference) { r.UID = "forged" }), scenario.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
-		{"kind CatalogSource in another apiVersion", owned(func(r *metav1.OwnerReference) { r.APIVersion = "evil.example/v1alpha1" }), scenario.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
-		{"another kind of the group", owned(func(r *metav1.OwnerReference) { r.Kind = "Subscription" }), scenario.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"label only, no owner", owned(nil), builders.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"owner with the wrong UID", owned(func(r *metav1.OwnerReference) { r.UID = "forged" }), builders.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"kind CatalogSource in another apiVersion", owned(func(r *metav1.OwnerReference) { r.APIVersion = "evil.example/v1alpha1" }), builders.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"another kind of the group", owned(func(r *metav1.OwnerReference) { r.Kind = "Subscription" }), builders.CatalogSourceUID, catalog.Decision{Reason: catalog.ReasonNotOwned}},
 		{"owner CatalogSource does not exist", owned(func(*metav1.OwnerReference) {}), "", catalog.Decision{Reason: catalog.ReasonNotOwned}},
 		{"owner without a UID, none found", owned(func(r *metav1.OwnerReference) { r.UID = "" }), "", catalog.Decision{Reason: catalog.ReasonNotOwned}},
-		{"owned by the live CatalogSource", owned(func(*metav1.OwnerReference) {}), scenario.CatalogSourceUID, catalog.Decision{Delete: true, Reason: catalog.ReasonNodeNotReady}},
+		{"owned by the live CatalogSource", owned(func(*metav1.OwnerReference) {}), builders.CatalogSourceUID, catalog.Decision{Delete: true, Reason: catalog.ReasonNodeNotReady}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,7 +105,7 @@ func zoneNodes(zone string, total, notReady int) []corev1.Node {
 		if i < notReady {
 			st = corev1.ConditionUnknown
 		}
-		out = append(out, scenario.Node(fmt.Sprintf("%s-%d", zone, i), zone, st, now.Add(-time.Minute)))
+		out = append(out, builders.Node(fmt.Sprintf("%s-%d", zone, i), zone, st, now.Add(-time.Minute)))
 	}
 	return out
 }

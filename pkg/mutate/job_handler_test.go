@@ -18,8 +18,8 @@ import (
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/unpack"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/patchtest"
-	"github.com/olmguard/olmguard/test/scenario"
 )
 
 func jobRequest(op admissionv1.Operation, obj []byte) admission.Request {
@@ -52,7 +52,7 @@ func (c catalogsIn) HasCatalogSource(_ context.Context, ns string) (bool, error)
 
 func TestJobHandler(t *testing.T) {
 	h := served(&JobHandler{TTL: 10 * time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}})
-	j := scenario.UnpackJob()
+	j := builders.UnpackJob()
 	resp := h.Handle(context.Background(), jobRequest(admissionv1.Create, jobJSON(t, j, nil)))
 	if !resp.Allowed || len(resp.Patches) != 2 {
 		t.Fatalf("unpack Job: %+v", resp)
@@ -92,7 +92,7 @@ func TestJobHandler(t *testing.T) {
 // A Job that looks like an unpack Job outside a namespace holding a CatalogSource is a tenant's:
 // olmguard leaves it as written. A failed lookup admits the Job unchanged, warned and counted.
 func TestJobHandlerOnlyInCatalogNamespaces(t *testing.T) {
-	raw := jobJSON(t, scenario.UnpackJob(), nil)
+	raw := jobJSON(t, builders.UnpackJob(), nil)
 	for _, tc := range []struct {
 		name        string
 		catalogs    admit.CatalogNamespaces
@@ -128,7 +128,7 @@ func TestJobHandlerOnlyInCatalogNamespaces(t *testing.T) {
 // FuzzJobHandler: any body gets a well-formed answer, never a panic; the patched Job needs no
 // further patch.
 func FuzzJobHandler(f *testing.F) {
-	f.Add(jobJSON(f, scenario.UnpackJob(), nil))
+	f.Add(jobJSON(f, builders.UnpackJob(), nil))
 	f.Add([]byte(`{"metadata":{"name":"x","labels":{"olm.managed":"true","operatorframework.io/bundle-unpack-ref":"x"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"u"}]},"spec":{}}`))
 	f.Add([]byte(`{"metadata":{},"spec":null}`))
 	f.Fuzz(func(t *testing.T, obj []byte) {

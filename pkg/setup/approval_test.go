@@ -10,7 +10,7 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -22,11 +22,11 @@ func TestApprovalGuard(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	c, w := testenv.WarningClient(t, env.Config, env.Scheme)
-	ns := namespace(t, "approval-warn")
+	ns := testenv.Namespace(t, env.Client, "approval-warn")
 
 	subscribe := func(name, pkg string, approval v1alpha1.Approval, plan, installed, current string) *v1alpha1.Subscription {
 		t.Helper()
-		s := scenario.Subscription(ns, name, pkg, approval)
+		s := builders.Subscription(ns, name, pkg, approval)
 		if err := c.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}

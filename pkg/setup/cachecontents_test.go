@@ -37,10 +37,10 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	const namespaces, copiesPerNamespace = 10, 30
-	operatorNS := namespace(t, "cache-operators")
+	operatorNS := testenv.Namespace(t, env.Client, "cache-operators")
 	var targets []string
 	for i := range namespaces {
-		targets = append(targets, namespace(t, fmt.Sprintf("cache-target-%d", i)))
+		targets = append(targets, testenv.Namespace(t, env.Client, fmt.Sprintf("cache-target-%d", i)))
 	}
 	almExamples := `[{"apiVersion":"example.com/v1","kind":"Big","spec":{"data":"` + strings.Repeat("x", 40<<10) + `"}}]`
 	props := `{"properties":[{"type":"olm.package","value":{"packageName":"cachepkg","version":"1.0.0"}}]}`

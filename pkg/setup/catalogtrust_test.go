@@ -18,7 +18,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/validate"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -88,7 +88,7 @@ func newCatalogSource(ns, name, image, address string) *v1alpha1.CatalogSource {
 }
 
 func subscriptionTo(ns, name, sourceNS, source string) *v1alpha1.Subscription {
-	s := scenario.Subscription(ns, name, name, v1alpha1.ApprovalAutomatic)
+	s := builders.Subscription(ns, name, name, v1alpha1.ApprovalAutomatic)
 	s.Spec.CatalogSourceNamespace, s.Spec.CatalogSource = sourceNS, source
 	return s
 }
@@ -105,7 +105,7 @@ func TestCatalogTrust(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	c, w := testenv.WarningClient(t, env.Config, env.Scheme)
-	off, enforce, warn, platform := namespace(t, "ct-off"), namespace(t, ctEnforceNamespace), namespace(t, ctWarnNamespace), namespace(t, ctPlatformNamespace)
+	off, enforce, warn, platform := testenv.Namespace(t, env.Client, "ct-off"), testenv.Namespace(t, env.Client, ctEnforceNamespace), testenv.Namespace(t, env.Client, ctWarnNamespace), testenv.Namespace(t, env.Client, ctPlatformNamespace)
 	const notTrusted = "not trusted to serve operators"
 	violations := func(policy string, m validate.Mode) func() float64 {
 		counter := metrics.PolicyViolations.WithLabelValues(policy, string(m))

@@ -13,6 +13,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // The finalizer guard through the apiserver: labelling a CSV whose cleanup is pending as one of
@@ -27,7 +28,7 @@ import (
 func TestCleanupFinalizerGuardIgnoresCopyLabel(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
-	ns := namespace(t, "copy-label")
+	ns := testenv.Namespace(t, env.Client, "copy-label")
 	for _, tc := range []struct {
 		name     string
 		twoSteps bool
@@ -87,7 +88,7 @@ func TestCleanupFinalizerGuardIgnoresCopyLabel(t *testing.T) {
 func TestCleanupFinalizerKeptWhenLabelledAsCopy(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
-	ns := namespace(t, "copy-label-live")
+	ns := testenv.Namespace(t, env.Client, "copy-label-live")
 	csv := &v1alpha1.ClusterServiceVersion{
 		ObjectMeta: metav1.ObjectMeta{Name: "live.v1", Namespace: ns},
 		Spec:       v1alpha1.ClusterServiceVersionSpec{DisplayName: "live", InstallStrategy: v1alpha1.NamedInstallStrategy{StrategyName: "deployment"}},

@@ -31,7 +31,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/owners"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 )
 
 var (
@@ -113,7 +113,7 @@ func prepareLoad(ctx context.Context) error {
 // its operator is installed: the health of each of the cluster's four catalogs, the conditions,
 // and the references to its CSV and plan (about 3 KB, most of a Subscription's size).
 func createInstalledSubscription(ctx context.Context, ns string, i int) error {
-	sub := scenario.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
+	sub := builders.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
 	if err := env.Client.Create(ctx, sub); err != nil {
 		return client.IgnoreAlreadyExists(err)
 	}
@@ -220,7 +220,7 @@ func benchmarkInstallPlanCreates(b *testing.B, missing int) {
 			}
 			owners[ns] = refs
 		}
-		ip := scenario.InstallPlan(ns)
+		ip := builders.InstallPlan(ns)
 		ip.OwnerReferences = slices.Clone(owners[ns][:len(owners[ns])-missing])
 		return func() error { return env.Client.Create(ctx, ip) }, func() error {
 			created = append(created, ip)

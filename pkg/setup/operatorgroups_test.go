@@ -19,7 +19,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/validate"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -91,13 +91,13 @@ func TestOperatorGroupGuard(t *testing.T) {
 		denied             bool
 		warnSecond, others bool
 	}{
-		{namespace(t, "og-warn"), false, true, true},
-		{namespace(t, ogEnforceNamespace), true, false, true},
-		{namespace(t, ogOffNamespace), false, false, false},
+		{testenv.Namespace(t, env.Client, "og-warn"), false, true, true},
+		{testenv.Namespace(t, env.Client, ogEnforceNamespace), true, false, true},
+		{testenv.Namespace(t, env.Client, ogOffNamespace), false, false, false},
 	} {
 		t.Run(tc.ns, func(t *testing.T) {
 			w.Take()
-			if err := c.Create(ctx, scenario.Subscription(tc.ns, "early", "etcd", v1alpha1.ApprovalAutomatic)); err != nil {
+			if err := c.Create(ctx, builders.Subscription(tc.ns, "early", "etcd", v1alpha1.ApprovalAutomatic)); err != nil {
 				t.Fatalf("a Subscription is never denied for want of an OperatorGroup: %v", err)
 			}
 			if got := w.Take(); strings.Contains(got, noGroup) != tc.others || (tc.others && !strings.Contains(got, "create one OperatorGroup in namespace "+tc.ns)) {
@@ -109,7 +109,7 @@ func TestOperatorGroupGuard(t *testing.T) {
 			if got := w.Take(); got != "" {
 				t.Errorf("first OperatorGroup: warnings %q, want none", got)
 			}
-			if err := c.Create(ctx, scenario.Subscription(tc.ns, "late", "redis", v1alpha1.ApprovalAutomatic)); err != nil {
+			if err := c.Create(ctx, builders.Subscription(tc.ns, "late", "redis", v1alpha1.ApprovalAutomatic)); err != nil {
 				t.Fatal(err)
 			}
 			if got := w.Take(); strings.Contains(got, noGroup) {
@@ -142,7 +142,7 @@ func TestOperatorGroupGuard(t *testing.T) {
 	}
 
 	t.Run("lookups failing", func(t *testing.T) {
-		ns := namespace(t, ogFailOpenNamespace)
+		ns := testenv.Namespace(t, env.Client, ogFailOpenNamespace)
 		if err := c.Create(ctx, newOperatorGroup(ns, "first")); err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestOperatorGroupGuard(t *testing.T) {
 			obj     client.Object
 		}{
 			{validate.OperatorGroupsWebhook, newOperatorGroup(ns, "second", "no-such-namespace")},
-			{validate.SubscriptionsWebhook, scenario.Subscription(ns, "sub", "etcd", v1alpha1.ApprovalAutomatic)},
+			{validate.SubscriptionsWebhook, builders.Subscription(ns, "sub", "etcd", v1alpha1.ApprovalAutomatic)},
 		} {
 			counter := metrics.LookupErrors.WithLabelValues(tc.webhook)
 			before := testutil.ToFloat64(counter)

@@ -23,6 +23,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/clitest"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -90,12 +91,12 @@ func waitActive(ctx context.Context) error {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
-	sub := scenario.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
+	sub := builders.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
 	if err := env.Client.Create(ctx, sub); err != nil {
 		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		ip := scenario.InstallPlan(ns)
+		ip := builders.InstallPlan(ns)
 		if err := env.Client.Create(ctx, ip, client.DryRunAll); err != nil {
 			return false, nil
 		}
@@ -105,14 +106,6 @@ func waitActive(ctx context.Context) error {
 
 func requireEnv(t *testing.T) { env = testenv.Shared(t) }
 
-func namespace(t *testing.T, name string) string {
-	t.Helper()
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
-
 // The F1 guarantee on one apiserver (docs/f1-guarantee.md): a Subscription whose create has
 // returned is committed, so the consistent read of the plan's admission finds it, however little
 // time passes in between and however busy the machine. (With the watch-cache read this failed by
@@ -120,13 +113,13 @@ func namespace(t *testing.T, name string) string {
 func TestSubscriptionCreatedJustBeforePlanOwnsIt(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
-	ns := namespace(t, "just-before")
+	ns := testenv.Namespace(t, env.Client, "just-before")
 	for i := range 30 {
-		sub := scenario.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
+		sub := builders.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("p%d", i), v1alpha1.ApprovalAutomatic)
 		if err := env.Client.Create(ctx, sub); err != nil {
 			t.Fatal(err)
 		}
-		ip := scenario.InstallPlan(ns)
+		ip := builders.InstallPlan(ns)
 		if err := env.Client.Create(ctx, ip); err != nil {
 			t.Fatal(err)
 		}
@@ -173,12 +166,12 @@ func TestReplay3199(t *testing.T) {
 func TestUpdateDroppingOwnerIsRestored(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
-	ns := namespace(t, "drop")
-	sub := scenario.Subscription(ns, "s", "p", v1alpha1.ApprovalAutomatic)
+	ns := testenv.Namespace(t, env.Client, "drop")
+	sub := builders.Subscription(ns, "s", "p", v1alpha1.ApprovalAutomatic)
 	if err := env.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
-	ip := scenario.InstallPlan(ns)
+	ip := builders.InstallPlan(ns)
 	if err := env.Client.Create(ctx, ip); err != nil {
 		t.Fatal(err)
 	}
@@ -195,12 +188,12 @@ func TestUpdateDroppingOwnerIsRestored(t *testing.T) {
 func TestSubscriptionPoliciesWarn(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
-	ns := namespace(t, "policies")
+	ns := testenv.Namespace(t, env.Client, "policies")
 	c, w := testenv.WarningClient(t, env.Config, env.Scheme)
 	for _, s := range []*v1alpha1.Subscription{
-		scenario.Subscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),
-		scenario.Subscription(ns, "b", "etcd", v1alpha1.ApprovalAutomatic),
-		scenario.Subscription(ns, "c", "redis", v1alpha1.ApprovalManual),
+		builders.Subscription(ns, "a", "etcd", v1alpha1.ApprovalAutomatic),
+		builders.Subscription(ns, "b", "etcd", v1alpha1.ApprovalAutomatic),
+		builders.Subscription(ns, "c", "redis", v1alpha1.ApprovalManual),
 	} {
 		if err := c.Create(ctx, s); err != nil {
 			t.Fatalf("warn mode must not deny: %v", err)

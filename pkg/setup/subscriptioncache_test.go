@@ -24,7 +24,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/validate"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -109,10 +109,10 @@ func TestLargeSubscriptionsDecideFromCache(t *testing.T) {
 	requireEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ns := namespace(t, "large-subs")
-	const subs = 30 // 1 MiB each (scenario.LargeSubscription)
+	ns := testenv.Namespace(t, env.Client, "large-subs")
+	const subs = 30 // 1 MiB each (builders.LargeSubscription)
 	big := func(name, pkg, approval string) *unstructured.Unstructured {
-		return scenario.LargeSubscription(ns, name, pkg, approval)
+		return builders.LargeSubscription(ns, name, pkg, approval)
 	}
 	for i := range subs {
 		if err := env.Client.Create(ctx, big(fmt.Sprintf("sub-%d", i), fmt.Sprintf("pkg-%d", i), "Automatic")); err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/unpack"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 )
 
 // 10,000 random inputs: valid DNS labels of at most 63 characters, distinct from OLM's name,
@@ -55,13 +55,13 @@ func TestUnpackJobNameProperties(t *testing.T) {
 }
 
 func TestUnpackJobPatch(t *testing.T) {
-	mod := func(f func(*unpack.Job)) unpack.Job { j := scenario.UnpackJob(); f(&j); return j }
+	mod := func(f func(*unpack.Job)) unpack.Job { j := builders.UnpackJob(); f(&j); return j }
 	tests := []struct {
 		name string
 		job  unpack.Job
 		ops  []string
 	}{
-		{"OLM unpack unpack.Job: renamed and given a TTL", scenario.UnpackJob(), []string{"replace /metadata/name", "add /spec/ttlSecondsAfterFinished"}},
+		{"OLM unpack unpack.Job: renamed and given a TTL", builders.UnpackJob(), []string{"replace /metadata/name", "add /spec/ttlSecondsAfterFinished"}},
 		{"TTL set by OLM v0.43+: kept", mod(func(j *unpack.Job) { j.HasTTL = true }), []string{"replace /metadata/name"}},
 		{"no unpack label (OLM <= v0.25): untouched", mod(func(j *unpack.Job) { delete(j.Labels, olm.BundleUnpackRefLabel) }), nil},
 		{"not olm.managed: untouched", mod(func(j *unpack.Job) { j.Labels[olm.ManagedLabel] = "false" }), nil},

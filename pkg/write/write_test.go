@@ -24,15 +24,6 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, nil)
 }
 
-// namespace creates a namespace of its own for one test.
-func namespace(t *testing.T, c client.Client, name string) string {
-	t.Helper()
-	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
-
 // configMap creates a ConfigMap and returns it as read (its UID and resourceVersion).
 func configMap(t *testing.T, c client.Client, ns, name string) *corev1.ConfigMap {
 	t.Helper()
@@ -85,7 +76,7 @@ func gone(t *testing.T, c client.Client, cm *corev1.ConfigMap) {
 func TestJSONPatch(t *testing.T) {
 	env := testenv.Shared(t)
 	c := env.Client
-	ns := namespace(t, c, "write-patch")
+	ns := testenv.Namespace(t, c, "write-patch")
 	label := []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/labels", map[string]string{"olmguard.io/test": "patched"})}
 	for _, tc := range []struct {
 		name        string
@@ -153,7 +144,7 @@ func guardFailed(err error) bool {
 func TestDelete(t *testing.T) {
 	env := testenv.Shared(t)
 	c := env.Client
-	ns := namespace(t, c, "write-delete")
+	ns := testenv.Namespace(t, c, "write-delete")
 	for _, tc := range []struct {
 		name        string
 		unchanged   bool // DeleteUnchanged, else DeleteExact
@@ -204,7 +195,7 @@ func TestDelete(t *testing.T) {
 func TestNudge(t *testing.T) {
 	env := testenv.Shared(t)
 	c := env.Client
-	ns := namespace(t, c, "write-nudge")
+	ns := testenv.Namespace(t, c, "write-nudge")
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name       string

@@ -332,6 +332,9 @@ func (c *Cluster) CreateNamespace(ctx context.Context, name string) error {
 	return c.waitServiceAccount(ctx, name)
 }
 
+// KubeClient returns Client (scenario.NodeFaults reads the client through it).
+func (c *Cluster) KubeClient() client.Client { return c.Client }
+
 // Nodes returns the names of the kwok nodes created for this cluster (including AddNode's), sorted.
 func (c *Cluster) Nodes() []string {
 	c.mu.Lock()

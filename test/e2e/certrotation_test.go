@@ -45,6 +45,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/load"
 	"github.com/olmguard/olmguard/test/procs"
@@ -400,7 +401,7 @@ func startAdmissionLoad(t *testing.T, ctx context.Context, c *cluster.Cluster, n
 	if err := c.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	sub := scenario.Subscription(ns, "rotation", "rotation", v1alpha1.ApprovalAutomatic)
+	sub := builders.Subscription(ns, "rotation", "rotation", v1alpha1.ApprovalAutomatic)
 	if err := c.Client.Create(ctx, sub); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

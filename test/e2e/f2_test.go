@@ -20,6 +20,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -312,7 +313,7 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 func driftHandledUpTo(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	t.Helper()
 	ns := clusterTestNamespace(ctx, t, c, "f2-marker")
-	sub := scenario.Subscription(ns, "marker", "marker", v1alpha1.ApprovalAutomatic)
+	sub := builders.Subscription(ns, "marker", "marker", v1alpha1.ApprovalAutomatic)
 	if err := c.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}

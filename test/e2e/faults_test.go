@@ -28,6 +28,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/owners"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -91,7 +92,7 @@ func TestWebhookKilledUnderLoad(t *testing.T) {
 			return err
 		}
 		for j, name := range []string{"a", "b"} {
-			subs[i][j] = scenario.Subscription(namespaces[i], name, name, v1alpha1.ApprovalAutomatic)
+			subs[i][j] = builders.Subscription(namespaces[i], name, name, v1alpha1.ApprovalAutomatic)
 			if err := c.Client.Create(ctx, subs[i][j]); err != nil {
 				return err
 			}
@@ -330,7 +331,7 @@ func TestAPIServerRestart(t *testing.T) {
 	// The webhook answers the apiserver again.
 	waitWebhookActive(t, ctx, c)
 	// The controller's watches resumed: a plan that misses an owner after the restart is repaired.
-	a, b := scenario.Subscription(ns, "a", "a", v1alpha1.ApprovalAutomatic), scenario.Subscription(ns, "b", "b", v1alpha1.ApprovalAutomatic)
+	a, b := builders.Subscription(ns, "a", "a", v1alpha1.ApprovalAutomatic), builders.Subscription(ns, "b", "b", v1alpha1.ApprovalAutomatic)
 	if err := c.Client.Create(ctx, a); err != nil {
 		t.Fatal(err)
 	}

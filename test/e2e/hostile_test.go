@@ -20,6 +20,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/pkg/unpack"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -136,7 +137,7 @@ func TestHostileObjects(t *testing.T) {
 	t.Run("an InstallPlan referencing Subscriptions in another namespace", func(t *testing.T) {
 		x, y := "hostile-ip-x", "hostile-ip-y"
 		subscription := func(ns, name string) *v1alpha1.Subscription {
-			s := scenario.Subscription(ns, name, name, v1alpha1.ApprovalAutomatic)
+			s := builders.Subscription(ns, name, name, v1alpha1.ApprovalAutomatic)
 			if err := c.CreateNamespace(ctx, ns); err != nil {
 				t.Fatal(err)
 			}

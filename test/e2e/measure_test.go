@@ -20,6 +20,7 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -135,7 +136,7 @@ func TestMeasureControllerMemory(t *testing.T) {
 	t.Logf("%d CSVs of %d KB created in %s", csvs, len(desc)>>10, time.Since(start).Round(time.Second))
 	start = time.Now()
 	err = parallel(jobs, 8, func(i int) error {
-		return fast.Create(ctx, scenario.SuspendedJob("mem-jobs", fmt.Sprintf("job-%d", i)))
+		return fast.Create(ctx, builders.SuspendedJob("mem-jobs", fmt.Sprintf("job-%d", i)))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +144,7 @@ func TestMeasureControllerMemory(t *testing.T) {
 	t.Logf("%d suspended Jobs created in %s", jobs, time.Since(start).Round(time.Second))
 	start = time.Now()
 	err = parallel(pods, 8, func(i int) error {
-		return fast.Create(ctx, scenario.UnscheduledPod("mem-pods", fmt.Sprintf("pod-%d", i)))
+		return fast.Create(ctx, builders.UnscheduledPod("mem-pods", fmt.Sprintf("pod-%d", i)))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +205,7 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 	c := cluster.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	const ns, subs, entries = "mem-subs", 200, scenario.LargeSubscriptionVars // 1 MiB each
+	const ns, subs, entries = "mem-subs", 200, builders.LargeSubscriptionVars // 1 MiB each
 	if err := c.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	bigSub := func(name, pkg, approval string) *unstructured.Unstructured {
-		return scenario.LargeSubscription(ns, name, pkg, approval)
+		return builders.LargeSubscription(ns, name, pkg, approval)
 	}
 	fast := fastClient(t, c)
 	start := time.Now()
@@ -232,7 +233,7 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 	if len(got) != entries {
 		t.Fatalf("stored Subscription has %d env entries, want %d: the CRD pruned spec.config", len(got), entries)
 	}
-	t.Logf("%d Subscriptions of %d KiB created in %s", subs, entries*scenario.LargeSubscriptionVarSize>>10, time.Since(start).Round(time.Second))
+	t.Logf("%d Subscriptions of %d KiB created in %s", subs, entries*builders.LargeSubscriptionVarSize>>10, time.Since(start).Round(time.Second))
 
 	t.Setenv("GOMEMLIMIT", "128MiB")
 	wh := startWebhook(t, c, append([]string{"--policy-duplicate-package=enforce", "--policy-mixed-approval=enforce",
@@ -299,7 +300,7 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 	}
 	failedOpen := strings.Count(string(b), "allowing the request unchanged")
 	t.Logf("RESULT webhook peak RSS: %d MiB (limit 128 MiB) with %d Subscriptions of %d KiB in one namespace; %d of 6 requests decided in %s, %d lookups failed open",
-		rss>>20, subs, entries*scenario.LargeSubscriptionVarSize>>10, 6-len(undecided), took.Round(100*time.Millisecond), failedOpen)
+		rss>>20, subs, entries*builders.LargeSubscriptionVarSize>>10, 6-len(undecided), took.Round(100*time.Millisecond), failedOpen)
 
 	t.Setenv("GOMEMLIMIT", "256MiB")
 	ctl := startController(t, c)
@@ -311,7 +312,7 @@ func TestMeasureLargeSubscriptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("RESULT controller peak RSS: %d MiB (limit 256 MiB) with %d Subscriptions of %d KiB in one namespace", rss>>20, subs+1, entries*scenario.LargeSubscriptionVarSize>>10)
+	t.Logf("RESULT controller peak RSS: %d MiB (limit 256 MiB) with %d Subscriptions of %d KiB in one namespace", rss>>20, subs+1, entries*builders.LargeSubscriptionVarSize>>10)
 	if len(undecided) > 0 {
 		t.Errorf("not decided by the webhook: %s", strings.Join(undecided, "; "))
 	}

@@ -33,9 +33,9 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
-	"github.com/olmguard/olmguard/test/scenario"
 )
 
 // The cluster the benchmark builds (issue 32): per namespace one operator of its own (an original
@@ -230,10 +230,10 @@ func (s *scaleSeed) base() {
 		return nil
 	})
 	s.run("Jobs", scaleJobs, func(i int) error {
-		return s.c.Create(s.ctx, scenario.SuspendedJob(scaleNS(i%s.namespaces), fmt.Sprintf("job-%d", i)))
+		return s.c.Create(s.ctx, builders.SuspendedJob(scaleNS(i%s.namespaces), fmt.Sprintf("job-%d", i)))
 	})
 	s.run("Pods", scalePods, func(i int) error {
-		return s.c.Create(s.ctx, scenario.UnscheduledPod(scaleNS(i%s.namespaces), fmt.Sprintf("pod-%d", i)))
+		return s.c.Create(s.ctx, builders.UnscheduledPod(scaleNS(i%s.namespaces), fmt.Sprintf("pod-%d", i)))
 	})
 }
 

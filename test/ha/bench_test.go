@@ -27,7 +27,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/admit"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -53,7 +53,7 @@ func BenchmarkInstallPlanCreate(b *testing.B) {
 			b.Fatal(err)
 		}
 		for i := range 10 {
-			if err := pair.A.Client.Create(ctx, scenario.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("s%d", i), v1alpha1.ApprovalAutomatic)); client.IgnoreAlreadyExists(err) != nil {
+			if err := pair.A.Client.Create(ctx, builders.Subscription(ns, fmt.Sprintf("s%d", i), fmt.Sprintf("s%d", i), v1alpha1.ApprovalAutomatic)); client.IgnoreAlreadyExists(err) != nil {
 				b.Fatal(err)
 			}
 		}
@@ -104,7 +104,7 @@ func benchmarkCreates(b *testing.B, reader *testenv.Env, gap time.Duration, ns s
 				time.Sleep(gap)
 				b.StartTimer()
 			}
-			ip := scenario.InstallPlan(target)
+			ip := builders.InstallPlan(target)
 			var err error
 			requests[mode].Time(func() { err = pair.A.Client.Create(ctx, ip) })
 			if err != nil {

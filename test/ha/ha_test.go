@@ -29,6 +29,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/pkg/webhook"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testbin"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -162,13 +163,13 @@ func waitActive(ctx context.Context) error {
 	if err := pair.A.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
-	sub := scenario.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
+	sub := builders.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
 	if err := pair.A.Client.Create(ctx, sub); err != nil {
 		return err
 	}
 	for _, c := range []client.Client{pair.A.Client, pair.B.Client} {
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
-			ip := scenario.InstallPlan(ns)
+			ip := builders.InstallPlan(ns)
 			if err := c.Create(ctx, ip, client.DryRunAll); err != nil {
 				return false, nil
 			}
@@ -201,7 +202,7 @@ func TestLookupThroughAPIServerBehind(t *testing.T) {
 	}
 	pair.LinkB.Hold()
 	defer pair.LinkB.Release()
-	if err := pair.A.Client.Create(ctx, scenario.Subscription(ns, "through-a", "through-a", v1alpha1.ApprovalAutomatic)); err != nil {
+	if err := pair.A.Client.Create(ctx, builders.Subscription(ns, "through-a", "through-a", v1alpha1.ApprovalAutomatic)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -330,12 +331,12 @@ func planBehind(t *testing.T, ctx context.Context, writer, reader *testenv.Env, 
 		}
 	}
 	defer release()
-	sub := scenario.Subscription(ns, name, name, v1alpha1.ApprovalAutomatic)
+	sub := builders.Subscription(ns, name, name, v1alpha1.ApprovalAutomatic)
 	if err := writer.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
 	live[name] = sub.UID
-	ip := scenario.InstallPlan(ns)
+	ip := builders.InstallPlan(ns)
 	created := make(chan error, 1)
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, testenv.Patience)

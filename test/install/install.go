@@ -25,6 +25,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -169,7 +170,7 @@ func WebhookActive(ctx context.Context, c *cluster.Cluster, patience time.Durati
 	if err := c.CreateNamespace(ctx, ns); err != nil {
 		return err
 	}
-	sub := scenario.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
+	sub := builders.Subscription(ns, "probe", "probe", v1alpha1.ApprovalAutomatic)
 	if err := c.Client.Create(ctx, sub); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}

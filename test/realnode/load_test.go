@@ -14,6 +14,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/unpack"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/load"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -44,7 +45,7 @@ func newAdmissions(t *testing.T, c *cluster.Cluster, ns, jobsNS string, storePla
 	t.Cleanup(func() {
 		_ = c.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
-	sub := scenario.Subscription(ns, "load", "load", v1alpha1.ApprovalAutomatic)
+	sub := builders.Subscription(ns, "load", "load", v1alpha1.ApprovalAutomatic)
 	if err := c.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func newAdmissions(t *testing.T, c *cluster.Cluster, ns, jobsNS string, storePla
 
 // plan creates one InstallPlan and reports whether olmguard's webhook gave it its owner.
 func (a *admissions) plan(ctx context.Context) (bool, error) {
-	ip := scenario.InstallPlan(a.sub.Namespace)
+	ip := builders.InstallPlan(a.sub.Namespace)
 	var opts []client.CreateOption
 	if !a.storePlans {
 		opts = append(opts, client.DryRunAll)

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/node"
 	"github.com/olmguard/olmguard/test/scenario"
@@ -156,7 +157,7 @@ func measureAddedLatency(t *testing.T, c *cluster.Cluster, pairs int) {
 		if i%2 == 1 {
 			ns = olmguard.DefaultNamespace
 		}
-		ip := scenario.InstallPlan(ns)
+		ip := builders.InstallPlan(ns)
 		start := time.Now()
 		if err := c.Client.Create(ctx, ip, client.DryRunAll); err != nil {
 			t.Fatal(err)

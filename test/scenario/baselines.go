@@ -16,7 +16,6 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
-	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -186,15 +185,25 @@ func (o CatalogOutage) Total() time.Duration {
 	return o.NotReadyAfter + o.Recovery
 }
 
+// NodeFaults is what FailCatalogNode needs of a cluster: its client, and nodes whose heartbeats
+// it can stop and restore (test/cluster's kwok cluster has them). An interface, so that the
+// scenarios link no cluster harness and envtest tests may replay the others.
+type NodeFaults interface {
+	KubeClient() client.Client
+	FailNode(ctx context.Context, name string) error
+	RestoreNode(ctx context.Context, name string) error
+	WaitNodeReady(ctx context.Context, name string, ready bool) error
+}
+
 // FailCatalogNode runs the F5 scenario on a kwok cluster: it stops the heartbeats of the node that
 // runs cat's serving pod and waits up to waitFor, from the node turning NotReady, for a replacement
 // pod Running on another node. cat must be served by a simulator whose catalog operator loop runs.
 // The node is restored before returning.
-func FailCatalogNode(ctx context.Context, c *cluster.Cluster, cat *olmsim.Catalog, waitFor time.Duration) (CatalogOutage, error) {
+func FailCatalogNode(ctx context.Context, c NodeFaults, cat *olmsim.Catalog, waitFor time.Duration) (CatalogOutage, error) {
 	var out CatalogOutage
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	pod, err := RunningCatalogPod(pctx, c.Client, cat, "")
+	pod, err := RunningCatalogPod(pctx, c.KubeClient(), cat, "")
 	if err != nil {
 		return out, fmt.Errorf("no running catalog pod: %w", err)
 	}
@@ -214,7 +223,7 @@ func FailCatalogNode(ctx context.Context, c *cluster.Cluster, cat *olmsim.Catalo
 	out.NotReadyAfter = notReady.Sub(stopped)
 	wctx, cancel := context.WithTimeout(ctx, waitFor)
 	defer cancel()
-	if p, err := RunningCatalogPod(wctx, c.Client, cat, out.Node); err == nil && p != nil {
+	if p, err := RunningCatalogPod(wctx, c.KubeClient(), cat, out.Node); err == nil && p != nil {
 		out.Recovered, out.Recovery = true, time.Since(notReady)
 	}
 	return out, nil

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
-	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/builders"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -29,16 +29,16 @@ func fixture(t *testing.T, pods map[string]int) client.Client {
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
 	_ = v1alpha1.AddToScheme(s)
-	down := scenario.Node("a", "z1", corev1.ConditionUnknown, t0.Add(-time.Minute))
+	down := builders.Node("a", "z1", corev1.ConditionUnknown, t0.Add(-time.Minute))
 	objs := []client.Object{&down}
 	for _, n := range []string{"b", "c"} {
-		up := scenario.Node(n, "z2", corev1.ConditionTrue, t0.Add(-time.Hour))
+		up := builders.Node(n, "z2", corev1.ConditionTrue, t0.Add(-time.Hour))
 		objs = append(objs, &up)
 	}
 	for ns, n := range pods {
-		objs = append(objs, &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cat", UID: scenario.CatalogSourceUID}})
+		objs = append(objs, &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cat", UID: builders.CatalogSourceUID}})
 		for i := range n {
-			p := scenario.CatalogPod("a", nil)
+			p := builders.CatalogPod("a", nil)
 			p.Namespace, p.Name, p.UID = ns, fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("%s-p%d", ns, i))
 			objs = append(objs, p)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
+	"github.com/olmguard/olmguard/test/builders"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -199,7 +200,7 @@ func TestStaleResolutionFailureIsNudged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sub := scenario.Subscription(ns, "alpha", "alpha", v1alpha1.ApprovalManual)
+	sub := builders.Subscription(ns, "alpha", "alpha", v1alpha1.ApprovalManual)
 	if err := env.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package scenario
+// Package builders makes the Kubernetes and OLM objects olmguard's tests write or decide on. It
+// imports only API types and olmguard's foundation and knowledge packages, never a harness that
+// starts processes or clusters, so a unit test that needs an object links nothing more.
+package builders
 
 import (
 	"fmt"
