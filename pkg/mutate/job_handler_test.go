@@ -27,11 +27,9 @@ func jobRequest(op admissionv1.Operation, obj []byte) admission.Request {
 		Kind: metav1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, Object: runtime.RawExtension{Raw: obj}}}
 }
 
-func jobJSON(t testing.TB, j unpack.Job, ttl *int32) []byte {
+// jobJSON is j as OLM creates it: no ttlSecondsAfterFinished.
+func jobJSON(t testing.TB, j unpack.Job) []byte {
 	spec := map[string]any{"backoffLimit": 3, "template": map[string]any{"spec": map[string]any{"restartPolicy": "Never"}}}
-	if ttl != nil {
-		spec["ttlSecondsAfterFinished"] = *ttl
-	}
 	b, err := json.Marshal(map[string]any{"apiVersion": "batch/v1", "kind": "Job",
 		"metadata": map[string]any{"name": j.Name, "namespace": j.Namespace, "labels": j.Labels, "ownerReferences": j.OwnerReferences}, "spec": spec})
 	if err != nil {
@@ -53,7 +51,7 @@ func (c catalogsIn) HasCatalogSource(_ context.Context, ns string) (bool, error)
 func TestJobHandler(t *testing.T) {
 	h := served(&JobHandler{TTL: 10 * time.Minute, Catalogs: catalogsIn{namespaces: []string{"olm"}}})
 	j := builders.UnpackJob()
-	resp := h.Handle(context.Background(), jobRequest(admissionv1.Create, jobJSON(t, j, nil)))
+	resp := h.Handle(context.Background(), jobRequest(admissionv1.Create, jobJSON(t, j)))
 	if !resp.Allowed || len(resp.Patches) != 2 {
 		t.Fatalf("unpack Job: %+v", resp)
 	}
@@ -63,7 +61,7 @@ func TestJobHandler(t *testing.T) {
 			TTL *int32 `json:"ttlSecondsAfterFinished"`
 		} `json:"spec"`
 	}
-	if err := json.Unmarshal(patchtest.Apply(t, jobJSON(t, j, nil), resp.Patches), &got); err != nil {
+	if err := json.Unmarshal(patchtest.Apply(t, jobJSON(t, j), resp.Patches), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Metadata.Name != unpack.ScopedName("olm", j.Name) || got.Spec.TTL == nil || *got.Spec.TTL != 600 {
@@ -73,11 +71,11 @@ func TestJobHandler(t *testing.T) {
 		t.Fatalf("labels or owners changed: %+v", got.Metadata)
 	}
 	for name, req := range map[string]admission.Request{
-		"update":          jobRequest(admissionv1.Update, jobJSON(t, j, nil)),
+		"update":          jobRequest(admissionv1.Update, jobJSON(t, j)),
 		"no spec":         jobRequest(admissionv1.Create, []byte(`{"metadata":{"name":"x"}}`)),
 		"malformed":       jobRequest(admissionv1.Create, []byte(`{`)),
-		"ordinary job":    jobRequest(admissionv1.Create, jobJSON(t, unpack.Job{Namespace: "olm", Name: "backup"}, nil)),
-		"already patched": jobRequest(admissionv1.Create, patchtest.Apply(t, jobJSON(t, j, nil), resp.Patches)),
+		"ordinary job":    jobRequest(admissionv1.Create, jobJSON(t, unpack.Job{Namespace: "olm", Name: "backup"})),
+		"already patched": jobRequest(admissionv1.Create, patchtest.Apply(t, jobJSON(t, j), resp.Patches)),
 	} {
 		r := h.Handle(context.Background(), req)
 		if len(r.Patches) != 0 {
@@ -92,7 +90,7 @@ func TestJobHandler(t *testing.T) {
 // A Job that looks like an unpack Job outside a namespace holding a CatalogSource is a tenant's:
 // olmguard leaves it as written. A failed lookup admits the Job unchanged, warned and counted.
 func TestJobHandlerOnlyInCatalogNamespaces(t *testing.T) {
-	raw := jobJSON(t, builders.UnpackJob(), nil)
+	raw := jobJSON(t, builders.UnpackJob())
 	for _, tc := range []struct {
 		name        string
 		catalogs    admit.CatalogNamespaces
@@ -128,7 +126,7 @@ func TestJobHandlerOnlyInCatalogNamespaces(t *testing.T) {
 // FuzzJobHandler: any body gets a well-formed answer, never a panic; the patched Job needs no
 // further patch.
 func FuzzJobHandler(f *testing.F) {
-	f.Add(jobJSON(f, builders.UnpackJob(), nil))
+	f.Add(jobJSON(f, builders.UnpackJob()))
 	f.Add([]byte(`{"metadata":{"name":"x","labels":{"olm.managed":"true","operatorframework.io/bundle-unpack-ref":"x"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"u"}]},"spec":{}}`))
 	f.Add([]byte(`{"metadata":{},"spec":null}`))
 	f.Fuzz(func(t *testing.T, obj []byte) {

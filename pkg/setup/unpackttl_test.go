@@ -40,7 +40,8 @@ func TestUnpackJobTTLNames(t *testing.T) {
 			got, validate := &w.UnpackJobTTL, func() error { return nil }
 			if tc.controller {
 				c.BindFlags(fs)
-				got, validate = &c.UnpackJobs.TTL, func() error { return c.Validate() }
+				// A closure: the method value c.Validate would copy c before the flags are parsed.
+				got, validate = &c.UnpackJobs.TTL, func() error { return c.Validate() } //nolint:gocritic // see above
 			} else {
 				w.BindFlags(fs)
 			}

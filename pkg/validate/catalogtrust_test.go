@@ -108,8 +108,9 @@ func TestCatalogSourcePolicies(t *testing.T) {
 	}
 }
 
-func subTo(name, sourceNS, source string) *v1alpha1.Subscription {
-	s := sub(name, "evil", "")
+// subTo is Subscription s in namespace tenant, for package evil from the catalog given.
+func subTo(sourceNS, source string) *v1alpha1.Subscription {
+	s := sub("s", "evil", "")
 	s.Namespace = "tenant"
 	s.Spec.CatalogSourceNamespace, s.Spec.CatalogSource = sourceNS, source
 	return &s
@@ -123,14 +124,14 @@ func TestSubscriptionCatalogPolicies(t *testing.T) {
 		catalog *Catalog
 		want    string
 	}{
-		{"global catalog", subTo("s", "olm", "operatorhubio"), nil, ""},
-		{"trusted namespace, even if missing", subTo("s", "platform", "later"), nil, ""},
-		{"tenant catalog from a trusted registry", subTo("s", "tenant", "c"), &Catalog{"tenant", "c", grpc, "registry.example.com/catalogs/ops:v1", ""}, ""},
-		{"tenant catalog at an address", subTo("s", "tenant", "c"), &Catalog{"tenant", "c", grpc, "", "evil:50051"},
+		{"global catalog", subTo("olm", "operatorhubio"), nil, ""},
+		{"trusted namespace, even if missing", subTo("platform", "later"), nil, ""},
+		{"tenant catalog from a trusted registry", subTo("tenant", "c"), &Catalog{"tenant", "c", grpc, "registry.example.com/catalogs/ops:v1", ""}, ""},
+		{"tenant catalog at an address", subTo("tenant", "c"), &Catalog{"tenant", "c", grpc, "", "evil:50051"},
 			"Subscription tenant/s installs from CatalogSource tenant/c, which is not trusted to serve operators: namespace tenant is not a trusted catalog namespace"},
-		{"missing tenant catalog", subTo("s", "tenant", "c"), nil, "it does not exist and namespace tenant is not a trusted catalog namespace"},
-		{"empty sourceNamespace is the Subscription's", subTo("s", "", "c"), nil, "CatalogSource tenant/c"},
-		{"another tenant's catalog", subTo("s", "other", "c"), &Catalog{"other", "c", v1alpha1.SourceTypeConfigmap, "", ""}, "CatalogSource other/c"},
+		{"missing tenant catalog", subTo("tenant", "c"), nil, "it does not exist and namespace tenant is not a trusted catalog namespace"},
+		{"empty sourceNamespace is the Subscription's", subTo("", "c"), nil, "CatalogSource tenant/c"},
+		{"another tenant's catalog", subTo("other", "c"), &Catalog{"other", "c", v1alpha1.SourceTypeConfigmap, "", ""}, "CatalogSource other/c"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, m := range []Mode{Enforce, Warn, Off} {
@@ -294,13 +295,13 @@ func TestSubscriptionHandlerCatalogTrust(t *testing.T) {
 		denied   string
 		wantGets int
 	}{
-		{"to a tenant's catalog at an address", req(admissionv1.Create, subTo("s", "tenant", "evil"), nil), "installs from CatalogSource tenant/evil, which is not trusted", 1},
-		{"to a tenant's catalog from a trusted registry", req(admissionv1.Create, subTo("s", "tenant", "good"), nil), "", 1},
-		{"to a catalog not there", req(admissionv1.Create, subTo("s", "tenant", "later"), nil), "it does not exist", 1},
-		{"to the global catalog: no lookup", req(admissionv1.Create, subTo("s", "olm", "operatorhubio"), nil), "", 0},
-		{"repointed to the tenant's catalog", req(admissionv1.Update, subTo("s", "tenant", "evil"), subTo("s", "olm", "operatorhubio")), "CatalogSource tenant/evil", 1},
-		{"an update not changing its catalog is not checked", req(admissionv1.Update, subTo("s", "tenant", "evil"), subTo("s", "tenant", "evil")), "", 0},
-		{"no source named", req(admissionv1.Create, subTo("s", "tenant", ""), nil), "it does not exist", 0},
+		{"to a tenant's catalog at an address", req(admissionv1.Create, subTo("tenant", "evil"), nil), "installs from CatalogSource tenant/evil, which is not trusted", 1},
+		{"to a tenant's catalog from a trusted registry", req(admissionv1.Create, subTo("tenant", "good"), nil), "", 1},
+		{"to a catalog not there", req(admissionv1.Create, subTo("tenant", "later"), nil), "it does not exist", 1},
+		{"to the global catalog: no lookup", req(admissionv1.Create, subTo("olm", "operatorhubio"), nil), "", 0},
+		{"repointed to the tenant's catalog", req(admissionv1.Update, subTo("tenant", "evil"), subTo("olm", "operatorhubio")), "CatalogSource tenant/evil", 1},
+		{"an update not changing its catalog is not checked", req(admissionv1.Update, subTo("tenant", "evil"), subTo("tenant", "evil")), "", 0},
+		{"no source named", req(admissionv1.Create, subTo("tenant", ""), nil), "it does not exist", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gets = 0
@@ -323,7 +324,7 @@ func TestSubscriptionHandlerCatalogTrust(t *testing.T) {
 		{Subscriptions: sh.Subscriptions, CatalogSources: sh.CatalogSources, Trusted: trusted, Policies: catalogTrustMode(Off)},
 		{Subscriptions: sh.Subscriptions, Trusted: trusted, Policies: catalogTrustMode(Enforce)},
 	} {
-		if r := served(off).Handle(ctx, req(admissionv1.Create, subTo("s", "tenant", "evil"), nil)); !r.Allowed || gets != 0 {
+		if r := served(off).Handle(ctx, req(admissionv1.Create, subTo("tenant", "evil"), nil)); !r.Allowed || gets != 0 {
 			t.Errorf("catalog trust off: %+v after %d GETs", r.Result, gets)
 		}
 	}
@@ -334,7 +335,7 @@ func TestSubscriptionHandlerCatalogTrust(t *testing.T) {
 	failing.Policies.DuplicatePackage = Enforce
 	counter := metrics.LookupErrors.WithLabelValues(SubscriptionsWebhook)
 	before := testutil.ToFloat64(counter)
-	if r := served(&failing).Handle(ctx, req(admissionv1.Create, subTo("s", "tenant", "evil"), nil)); !r.Allowed || len(r.Warnings) != 1 ||
+	if r := served(&failing).Handle(ctx, req(admissionv1.Create, subTo("tenant", "evil"), nil)); !r.Allowed || len(r.Warnings) != 1 ||
 		!strings.Contains(r.Warnings[0], "could not list CatalogSources, catalog trust not checked") {
 		t.Errorf("lookup failing: %+v", r)
 	}
@@ -354,7 +355,7 @@ func FuzzCatalogSourceHandler(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which byte, obj, old []byte) {
 		c := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "c"}, Spec: v1alpha1.CatalogSourceSpec{SourceType: "grpc", Address: "x:1"}}
 		reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(c).Build()
-		var h admission.Handler = served(&CatalogSourceHandler{Trusted: trusted, Policies: catalogTrustMode(Enforce)})
+		h := served(&CatalogSourceHandler{Trusted: trusted, Policies: catalogTrustMode(Enforce)})
 		kind := "CatalogSource"
 		if which&1 == 1 {
 			h = served(&SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, CatalogSources: admit.LiveCatalogSources{Reader: reader},

@@ -264,7 +264,7 @@ func (h *InstallPlanHandler) decide(ctx context.Context, r admit.Request[*review
 	var spec planSpec
 	approves := false
 	if h.Policies.Approval != Off {
-		oldSpec, err := readPlanSpec(r.Request.OldObject.Raw)
+		oldSpec, err := readPlanSpec(r.OldObject.Raw)
 		if err == nil {
 			spec, err = readPlanSpec(r.Request.Object.Raw)
 		}

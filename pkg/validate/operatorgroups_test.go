@@ -309,7 +309,7 @@ func FuzzOperatorGroupHandler(f *testing.F) {
 	f.Add(byte(2), []byte(`{"metadata":null}`), []byte(`0`))
 	f.Fuzz(func(t *testing.T, which byte, obj, old []byte) {
 		r := ogReader(t)
-		var h admission.Handler = ogHandler(r, Enforce)
+		h := ogHandler(r, Enforce)
 		kind := "OperatorGroup"
 		if which&1 == 1 && which&2 == 2 {
 			h = served(&SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: r}, OperatorGroups: admit.LiveOperatorGroups{Reader: r}, Policies: withMode(Enforce)})

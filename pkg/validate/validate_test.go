@@ -237,7 +237,7 @@ func FuzzHandlers(f *testing.F) {
 		reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a).Build()
 		p := Policies{MixedApproval: Enforce, DuplicatePackage: Enforce, InstallPlanOwnerDrop: Enforce}
 		p.CleanupFinalizer, p.Approval = Enforce, Enforce
-		var h admission.Handler = served(&SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p})
+		h := served(&SubscriptionHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p})
 		kind := "Subscription"
 		switch which % 3 {
 		case 1:

@@ -46,7 +46,11 @@ func TestHoldKeepsAnswersUntilRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	c, err := net.Dial("tcp", l.URL().Host)
 	if err != nil {
 		t.Fatal(err)

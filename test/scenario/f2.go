@@ -39,7 +39,7 @@ func ReplayStaleSubscription(ctx context.Context, sim *olmsim.Sim, cat *olmsim.C
 		return c != nil && c.Reason == string(v1alpha1.InstallPlanPhaseRequiresApproval), err
 	})
 	if err != nil {
-		return r, fmt.Errorf("Subscription %s/%s never showed its plan awaiting approval: %w", ns, r.Auto.Name, err)
+		return r, fmt.Errorf("no plan awaiting approval shown on Subscription %s/%s: %w", ns, r.Auto.Name, err)
 	}
 	if err := sim.ApproveInstallPlan(ctx, ns, r.Plan.Name); err != nil {
 		return r, err
