@@ -54,7 +54,7 @@ lint:
 # OLM's published CRDs, when the checkout sits beside them (CI does), or OLM_CRDS=<dir>.
 OLM_CRDS ?= $(wildcard $(CURDIR)/../shared/olm-crds)
 
-## test: every tier, one after another (hack/test.sh): lint; unit and envtest integration; the
+## test: every tier (hack/test.sh): lint (gofmt, go vet, golangci-lint); unit and envtest integration; the
 ## two-apiserver tier (test/ha); kwok end to end; then the simulator and the webhook paths again
 ## against OLM's real CRDs when OLM_CRDS is set or ../shared/olm-crds exists. Ends with a table of
 ## each tier's wall time.
@@ -191,7 +191,8 @@ FUZZTIME ?= 2m
 # Go minimizes each new interesting input for 60 s by default, with no execs meanwhile.
 FUZZMINIMIZE ?= 5s
 FUZZ_TARGETS := ./pkg/mutate:FuzzInstallPlanHandler ./pkg/mutate:FuzzJobHandler ./pkg/mutate:FuzzCSVHandler \
-	./pkg/validate:FuzzHandlers ./pkg/validate:FuzzOperatorGroupHandler ./pkg/validate:FuzzCatalogSourceHandler ./pkg/review:FuzzFields ./pkg/webhook:FuzzReviewGuard
+	./pkg/validate:FuzzHandlers ./pkg/validate:FuzzOperatorGroupHandler ./pkg/validate:FuzzCatalogSourceHandler ./pkg/review:FuzzFields ./pkg/webhook:FuzzReviewGuard \
+	./internal/shellquote:FuzzQuote ./internal/printable:FuzzEscape ./internal/kubectlcmd:FuzzCommand
 .PHONY: fuzz
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg, $(FUZZTIME))"; \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs olmguard's test tiers one after another and ends with a table of each tier's wall time, so
+# Runs olmguard's test tiers, one after another except the end-to-end and real-OLM tiers, which
+# run side by side, and ends with a table of each tier's wall time, so
 # the CI budget (CI stops at 90 minutes; the goal is 30 warm and 50 cold on 2 cores) stays visible. Every tier runs even if
 # an earlier one failed; the exit status is non-zero if any failed.
 #   hack/test.sh            all tiers

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/setup"
 	"github.com/olmguard/olmguard/test/clitest"
+	"github.com/olmguard/olmguard/test/docs"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m, main) }
@@ -53,4 +56,24 @@ func TestUnknownReconcilerIsABadFlag(t *testing.T) {
 		{Args: []string{"--controllers=csv-cleanup,nope"}, Want: `--controllers: unknown reconciler "nope" (known: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods, olm-audit)`},
 		{Args: []string{"--controllers=,"}, Want: "lists no reconciler"},
 	})
+}
+
+// README.md documents every flag of the controller, and no flag it does not have. Failed when
+// written: --metrics-secure had no row in the controller's table.
+func TestREADMEDocumentsEveryFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("--help: exit %d: %s", code, errOut.String())
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	undocumented, gone, err := docs.UndocumentedFlags(out.String()+errOut.String(), string(readme), "### Controller (`cmd/controller`)", "Both binaries also take")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(undocumented) > 0 || len(gone) > 0 {
+		t.Errorf("README.md's controller flags: not documented %v; documented but gone %v", undocumented, gone)
+	}
 }
