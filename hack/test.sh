@@ -72,7 +72,7 @@ real_node() {
   $GO test -count=1 -p 1 -timeout 20m ./test/node/ ./test/realnode/
 }
 
-tier "lint (gofmt, go vet)" make --no-print-directory lint
+tier "lint (gofmt, go vet, golangci-lint)" make --no-print-directory lint
 tier "unit + envtest" $GO test -count=1 -timeout 30m $unit_pkgs
 tier "ha: two kube-apiservers, one etcd" $GO test -count=1 -timeout 20m ./test/ha/
 # The kwok end-to-end tier and the real-OLM tier each start clusters of their own and spend most
