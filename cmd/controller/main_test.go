@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/olmguard/olmguard/pkg/controller"
@@ -61,19 +59,5 @@ func TestUnknownReconcilerIsABadFlag(t *testing.T) {
 // README.md documents every flag of the controller, and no flag it does not have. Failed when
 // written: --metrics-secure had no row in the controller's table.
 func TestREADMEDocumentsEveryFlag(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := run([]string{"--help"}, &out, &errOut); code != 0 {
-		t.Fatalf("--help: exit %d: %s", code, errOut.String())
-	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	undocumented, gone, err := docs.UndocumentedFlags(out.String()+errOut.String(), string(readme), "### Controller (`cmd/controller`)", "Both binaries also take")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(undocumented) > 0 || len(gone) > 0 {
-		t.Errorf("README.md's controller flags: not documented %v; documented but gone %v", undocumented, gone)
-	}
+	docs.CheckFlagsDocumented(t, run, "../../README.md", "### Controller (`cmd/controller`)", "controller")
 }

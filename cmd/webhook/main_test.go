@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/olmguard/olmguard/pkg/setup"
@@ -55,19 +53,5 @@ func TestVersion(t *testing.T) { clitest.Version(t, run, name, "--version") }
 
 // README.md documents every flag of the webhook, and no flag it does not have.
 func TestREADMEDocumentsEveryFlag(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := run([]string{"--help"}, &out, &errOut); code != 0 {
-		t.Fatalf("--help: exit %d: %s", code, errOut.String())
-	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	undocumented, gone, err := docs.UndocumentedFlags(out.String()+errOut.String(), string(readme), "### Webhook (`cmd/webhook`)", "Both binaries also take")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(undocumented) > 0 || len(gone) > 0 {
-		t.Errorf("README.md's webhook flags: not documented %v; documented but gone %v", undocumented, gone)
-	}
+	docs.CheckFlagsDocumented(t, run, "../../README.md", "### Webhook (`cmd/webhook`)", "webhook")
 }
