@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/test/authz"
 )
 
 // Options configure a simulator.
@@ -78,6 +80,11 @@ func (o Options) ServiceAccountUser() string {
 	return "system:serviceaccount:" + o.Namespace + ":" + olm.ServiceAccountName
 }
 
+// serviceAccountGroups are the groups the apiserver gives OLM's service account.
+func (o Options) serviceAccountGroups() []string {
+	return []string{"system:serviceaccounts", "system:serviceaccounts:" + o.Namespace, "system:authenticated"}
+}
+
 // New returns a simulator writing to the cluster of cfg. cfg must be allowed to impersonate.
 func New(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Sim, error) {
 	if opts.Version == (Version{}) {
@@ -97,8 +104,7 @@ func New(cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Sim, error) {
 		return nil, err
 	}
 	olmCfg := rest.CopyConfig(cfg)
-	olmCfg.Impersonate = rest.ImpersonationConfig{UserName: opts.ServiceAccountUser(),
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + opts.Namespace, "system:authenticated"}}
+	olmCfg.Impersonate = rest.ImpersonationConfig{UserName: opts.ServiceAccountUser(), Groups: opts.serviceAccountGroups()}
 	c, err := client.NewWithWatch(olmCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, err
@@ -136,7 +142,9 @@ func (s *Sim) Setup(ctx context.Context) error {
 			return fmt.Errorf("olmsim setup: %w", err)
 		}
 	}
-	return nil
+	// The binding takes effect a moment after its Create (test/authz).
+	return authz.WaitAllowed(ctx, s.Admin, s.ServiceAccountUser(), s.serviceAccountGroups(),
+		authorizationv1.ResourceAttributes{Namespace: s.Namespace, Verb: "*", Group: "*", Resource: "*"})
 }
 
 // EnsureNamespace creates a namespace if it does not exist.

@@ -24,6 +24,7 @@ import (
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/authz"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testbin"
@@ -443,6 +444,10 @@ func TenantClient(ctx context.Context, c *cluster.Cluster, ns string) (client.Cl
 		if err := c.Client.Create(ctx, o); err != nil {
 			return nil, err
 		}
+	}
+	if err := authz.WaitAllowed(ctx, c.Client, TenantUser, nil, authorizationv1.ResourceAttributes{
+		Namespace: ns, Verb: "create", Group: "operators.coreos.com", Resource: "subscriptions"}); err != nil {
+		return nil, err
 	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: TenantUser}

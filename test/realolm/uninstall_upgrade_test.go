@@ -166,18 +166,18 @@ func TestF3UninstallDuringUpgrade(t *testing.T) {
 	// sweep, two passes 2 s apart), whether the last CSV's cleanup removed it or a plan created it
 	// after that; until then, late CSVs are deleted as they come.
 	var late []string
-	testenv.Eventually(t, "every Theta CSV deleted and Theta's bundled ClusterRole gone", func(ctx context.Context) (bool, error) {
+	testenv.EventuallyExplained(t, "every Theta CSV deleted and Theta's bundled ClusterRole gone", func(ctx context.Context) (bool, string, error) {
 		csvs := &v1alpha1.ClusterServiceVersionList{}
 		if err := c.Client.List(ctx, csvs); err != nil {
-			return false, err
+			return false, "", err
 		}
-		left := 0
+		var left []string
 		for i := range csvs.Items {
 			csv := &csvs.Items[i]
 			if !strings.HasPrefix(csv.Name, Theta.Name+".") {
 				continue
 			}
-			left++
+			left = append(left, fmt.Sprintf("%s/%s (deleting: %t, finalizers %v)", csv.Namespace, csv.Name, csv.DeletionTimestamp != nil, csv.Finalizers))
 			if csv.DeletionTimestamp != nil {
 				continue
 			}
@@ -186,14 +186,18 @@ func TestF3UninstallDuringUpgrade(t *testing.T) {
 				late = append(late, csv.Namespace+"/"+csv.Name+" "+string(csv.UID))
 			}
 			if err := c.Client.Delete(ctx, csv); client.IgnoreNotFound(err) != nil {
-				return false, err
+				return false, "", err
 			}
 		}
-		if left > 0 {
-			return false, nil
+		if len(left) > 0 {
+			return false, "Theta CSVs " + strings.Join(left, ", "), nil
 		}
-		err := c.Client.Get(ctx, client.ObjectKey{Name: Theta.BundledClusterRole()}, &rbacv1.ClusterRole{})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		role := &rbacv1.ClusterRole{}
+		err := c.Client.Get(ctx, client.ObjectKey{Name: Theta.BundledClusterRole()}, role)
+		if err == nil {
+			return false, fmt.Sprintf("no Theta CSV; ClusterRole %s (uid %s, labels %v, created %s)", role.Name, role.UID, role.Labels, role.CreationTimestamp), nil
+		}
+		return apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
 	})
 	if len(late) > 0 {
 		t.Logf("with olmguard: CSVs created after their plan was gone, also deleted: %v", late)

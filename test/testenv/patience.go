@@ -30,6 +30,28 @@ func Eventually(tb testing.TB, what string, cond func(ctx context.Context) (bool
 	tb.Logf("%s after %s", what, time.Since(start).Round(10*time.Millisecond))
 }
 
+// EventuallyExplained is Eventually for a cond that also says what it saw when it does not hold
+// yet: on a hang the test fails with the last of those, which is what a reader needs to tell
+// which part of a compound state never came.
+func EventuallyExplained(tb testing.TB, what string, cond func(ctx context.Context) (done bool, saw string, err error)) {
+	tb.Helper()
+	var last string
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), Patience)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		done, saw, err := cond(ctx)
+		if saw != "" {
+			last = saw
+		}
+		return done, err
+	})
+	if err != nil {
+		tb.Fatalf("%s: not within %s: %v; last seen: %s", what, Patience, err, last)
+	}
+	tb.Logf("%s after %s", what, time.Since(start).Round(10*time.Millisecond))
+}
+
 // FreePort returns a loopback TCP port free at the time of the call.
 func FreePort(tb testing.TB) int {
 	tb.Helper()

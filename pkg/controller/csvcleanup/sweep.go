@@ -90,6 +90,7 @@ func (s *Sweeper) Sweep(ctx context.Context) error {
 			}
 			if !s.suspects[o.UID] {
 				now[o.UID] = true
+				ctrl.LoggerFrom(ctx).V(1).Info("orphaned bundled RBAC: deleted at the next sweep if still orphaned", "kind", gvk.Kind, "name", o.Name, "csv", o.Labels[olm.OwnerLabel])
 				continue
 			}
 			o.SetGroupVersionKind(gvk)
