@@ -106,7 +106,7 @@ test-hostile: binaries
 ## RUN=<regexp> picks tests, e.g. make test-realolm RUN=TestF3.
 .PHONY: test-realolm
 test-realolm: binaries
-	$(TEST_ENV) $(GO) test -count=1 -timeout 30m -v -run '$(RUN)' ./test/realolm/
+	$(TEST_ENV) $(GO) test -count=1 -timeout 30m -v -run '$(RUN)' ./test/realolm/tier/
 
 ## e2e-long: the long end-to-end runs: stock OLM's catalog recovery (about six minutes), the webhook
 ## killed under 500 plans and CSVs, and 50 controller kills during cleanups (docs/reliability.md).

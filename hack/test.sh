@@ -79,11 +79,11 @@ tier "ha: two kube-apiservers, one etcd" $GO test -count=1 -timeout 20m ./test/h
 # of their time waiting on OLM's resync intervals: side by side they take the time of the longer.
 # Their test binaries are built first, one after the other, so that the two do not compile at once.
 prebuilt=$(mktemp -d)
-$GO test -c -o "$prebuilt/" ./test/e2e/ ./test/realolm/ >/dev/null
+$GO test -c -o "$prebuilt/" ./test/e2e/ ./test/realolm/tier/ >/dev/null
 rm -rf "$prebuilt"
 side_by_side \
   "e2e: kwok cluster, olmguard's binaries|$GO test -count=1 -timeout 45m ./test/e2e/" \
-  "real OLM (${OLMGUARD_OLM_VERSION:-v0.46.0}): kwok cluster, OLM's own operators|$GO test -count=1 -timeout 30m ./test/realolm/"
+  "real OLM (${OLMGUARD_OLM_VERSION:-v0.46.0}): kwok cluster, OLM's own operators|$GO test -count=1 -timeout 30m ./test/realolm/tier/"
 # The setting SECURITY.md gives shared clusters: the webhook authenticates the kube-apiserver.
 tier "hostile tenant: OLM's own operators, a tenant with edit" env OLMGUARD_HOSTILE_CLIENT_AUTH=${OLMGUARD_HOSTILE_CLIENT_AUTH:-1} $GO test -count=1 -timeout 20m ./test/hostile/
 tier "real node: kubelet + containerd, olmguard installed as users do" real_node

@@ -58,9 +58,12 @@ var Writes = []Pattern{"pkg/write"}
 var everything = []Pattern{"pkg/...", "internal/...", "certs/...", "cmd/...", "test/...", "hack/...", "manifests/...", "charts/..."}
 
 // Harness are the test packages that start a cluster, a node, OLM or olmguard's installed
-// binaries, and the tiers built on them. envtest (test/testenv, with the binary cache and process
-// runner it starts its apiserver with), the OLM simulator and the scenarios it replays, the object
-// builders and the small checkers (test/clitest, test/patchtest) are not: unit tests may use them.
+// binaries, and the tiers built on them ("test/realolm/...": the scenarios on OLM's own operators,
+// which make demo and the hostile-tenant and real-node tiers replay too, and the real-OLM tier,
+// test/realolm/tier). envtest (test/testenv, with the binary cache and process runner it starts
+// its apiserver with), the OLM simulator and the scenarios it replays, the object builders and
+// the small checkers (test/clitest, test/patchtest) are not: unit tests may use them. A package
+// that imports the harness, in its code or its tests, is harness itself (TestHarnessIsClosed).
 var Harness = []Pattern{"test/cluster/...", "test/node/...", "test/certmanager/...", "test/install",
 	"test/e2e", "test/realolm/...", "test/realnode", "test/ha", "test/hostile", "test/demo", "test/load/..."}
 

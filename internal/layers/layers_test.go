@@ -156,13 +156,50 @@ func TestCheckTestsCatchesHarness(t *testing.T) {
 
 // olmguard's own packages, and their tests, keep the layers.
 func TestTreeKeepsTheLayers(t *testing.T) {
+	graph, tests := tree(t)
+	if len(tests["pkg/catalog"]) <= len(graph["pkg/catalog"]) {
+		t.Fatalf("go list found no test imports of pkg/catalog: %v", tests["pkg/catalog"])
+	}
+	for _, v := range Check(graph, Rules) {
+		t.Error(v)
+	}
+	for _, v := range CheckTests(graph, tests, Rules) {
+		t.Error(v)
+	}
+}
+
+// TestHarnessIsClosed: every test package of the tree whose code or tests import a Harness
+// package is in Harness too, so a new tier (test/realolm/tier, split from its scenarios) is
+// covered by the rule that keeps unit tests off the harness. (Product code and its tests have
+// rules of their own.)
+func TestHarnessIsClosed(t *testing.T) {
+	_, tests := tree(t)
+	if !anyMatches(Harness, "test/realolm/tier") {
+		t.Errorf("Harness does not cover the real-OLM tier, test/realolm/tier")
+	}
+	for pkg, imports := range tests {
+		if !strings.HasPrefix(pkg, "test/") || anyMatches(Harness, pkg) {
+			continue
+		}
+		for _, imp := range imports {
+			if anyMatches(Harness, imp) {
+				t.Errorf("%s imports %s, in Harness, but is not in Harness", pkg, imp)
+			}
+		}
+	}
+}
+
+// tree is the import graph of olmguard's packages (relative to Module) and their test binaries'
+// direct imports, from go list.
+func tree(t *testing.T) (graph, tests map[string][]string) {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-f",
 		"{{.ImportPath}}{{range .Imports}} {{.}}{{end}} |{{range .Imports}} {{.}}{{end}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}",
 		Module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	graph, tests := map[string][]string{}, map[string][]string{}
+	graph, tests = map[string][]string{}, map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		own, withTests, _ := strings.Cut(line, " |")
 		fields := strings.Fields(own)
@@ -175,15 +212,7 @@ func TestTreeKeepsTheLayers(t *testing.T) {
 	if len(graph) < 20 {
 		t.Fatalf("go list found %d packages, want olmguard's", len(graph))
 	}
-	if len(tests["pkg/catalog"]) <= len(graph["pkg/catalog"]) {
-		t.Fatalf("go list found no test imports of pkg/catalog: %v", tests["pkg/catalog"])
-	}
-	for _, v := range Check(graph, Rules) {
-		t.Error(v)
-	}
-	for _, v := range CheckTests(graph, tests, Rules) {
-		t.Error(v)
-	}
+	return graph, tests
 }
 
 // relatives are the olmguard packages of pkgs, relative to Module.

@@ -25,7 +25,7 @@ import (
 // kubelet and the Job controller write them (olm-facts.md §2.2, §4.3, §5; OLM's CRDs). The envtest
 // control plane runs no OLM, kubelet or Job controller, so their status writes are made here; the
 // packageserver APIService's Available=False is the apiserver's own aggregator's (its Service does
-// not exist). The real-OLM tier (test/realolm/doctor_test.go) shows the failures OLM produces there.
+// not exist). The real-OLM tier (test/realolm/tier/doctor_test.go) shows the failures OLM produces there.
 func TestAuditOLMChecks(t *testing.T) {
 	env := testenv.Shared(t)
 	c := env.Client

@@ -38,7 +38,7 @@ type Bundle struct {
 	// BundledClusterRole is a ClusterRole shipped as a bundle manifest: OLM labels it olm.managed
 	// and olm.owner=<csv> but not olm.owner.kind or olm.owner.namespace, so its own cleanup, which
 	// matches all three, never finds it (OLM issue #2985; labels as OLM v0.46.0 writes them,
-	// test/realolm's conformance test).
+	// test/realolm/tier's conformance test).
 	BundledClusterRole string
 	// CleanupEnabled sets the CSV's spec.cleanup.enabled (OLM's own opt-in for operand deletion).
 	CleanupEnabled bool

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // MixedApprovalRun is a namespace as OLM leaves it once a Manual and an Automatic Subscription
@@ -72,7 +73,7 @@ func MixedApproval(ctx context.Context, c client.Client, prefix string, auto Pac
 // returns it.
 func NextPlan(ctx context.Context, c client.Client, sub *v1alpha1.Subscription, prev string) (*v1alpha1.InstallPlan, error) {
 	var plan *v1alpha1.InstallPlan
-	err := poll(ctx, func(ctx context.Context) (bool, error) {
+	err := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		s := &v1alpha1.Subscription{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(sub), s); err != nil {
 			return false, err

@@ -1,6 +1,7 @@
-// Package realolm holds olmguard's real-OLM tier: OLM's own olm-operator and catalog-operator (see
-// ../shared/olm) run against a local kwok cluster, with operator bundles the tests generate, and
-// olmguard's fixes are checked against what OLM really writes.
+// Package realolm holds the scenarios of olmguard's real-OLM tier: OLM's own olm-operator and
+// catalog-operator (see ../shared/olm) run against a local kwok cluster, with operator bundles
+// generated here, and the failures and fixes replayed on them. The tier's tests
+// (test/realolm/tier), make demo and the hostile-tenant and real-node tiers use them.
 package realolm
 
 import (

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,13 +52,6 @@ const CatalogName = "realolm"
 // The scenarios below are what the tests and `make demo` replay on real OLM. They return errors
 // instead of failing a test, and wait at most testenv.Patience for each state.
 
-// poll waits up to testenv.Patience for cond, polling every 100 ms.
-func poll(ctx context.Context, cond func(ctx context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, testenv.Patience)
-	defer cancel()
-	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond)
-}
-
 // OperatorNamespace creates a fresh namespace with an OperatorGroup targeting it.
 func OperatorNamespace(ctx context.Context, c client.Client, prefix string) (string, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
@@ -80,7 +72,7 @@ func NewSubscription(ns, name string, pkg Package, approval v1alpha1.Approval, s
 
 // CSVSucceeded waits until CSV name in ns reaches phase Succeeded.
 func CSVSucceeded(ctx context.Context, c client.Client, ns, name string) error {
-	err := poll(ctx, func(ctx context.Context) (bool, error) {
+	err := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		csv := &v1alpha1.ClusterServiceVersion{}
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, csv)
 		return err == nil && csv.Status.Phase == v1alpha1.CSVPhaseSucceeded, client.IgnoreNotFound(err)
@@ -94,7 +86,7 @@ func CSVSucceeded(ctx context.Context, c client.Client, ns, name string) error {
 // CSVFailed waits until CSV name in ns reaches phase Failed with reason.
 func CSVFailed(ctx context.Context, c client.Client, ns, name string, reason v1alpha1.ConditionReason) error {
 	var csv v1alpha1.ClusterServiceVersion
-	err := poll(ctx, func(ctx context.Context) (bool, error) {
+	err := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &csv)
 		return err == nil && csv.Status.Phase == v1alpha1.CSVPhaseFailed && csv.Status.Reason == reason, client.IgnoreNotFound(err)
 	})
@@ -106,7 +98,7 @@ func CSVFailed(ctx context.Context, c client.Client, ns, name string, reason v1a
 
 // ResolutionFailed waits until OLM marks sub ResolutionFailed with reason.
 func ResolutionFailed(ctx context.Context, c client.Client, sub *v1alpha1.Subscription, reason string) error {
-	err := poll(ctx, func(ctx context.Context) (bool, error) {
+	err := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		s := &v1alpha1.Subscription{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(sub), s); err != nil {
 			return false, err
@@ -124,7 +116,7 @@ func ResolutionFailed(ctx context.Context, c client.Client, sub *v1alpha1.Subscr
 // until its cleanup is done.
 func Gone(ctx context.Context, c client.Client, obj client.Object) error {
 	uid := obj.GetUID()
-	err := poll(ctx, func(ctx context.Context) (bool, error) {
+	err := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		now := obj.DeepCopyObject().(client.Object)
 		err := c.Get(ctx, client.ObjectKeyFromObject(obj), now)
 		return apierrors.IsNotFound(err) || (err == nil && now.GetUID() != uid), client.IgnoreNotFound(err)
@@ -150,7 +142,7 @@ func PlanOf(ctx context.Context, c client.Client, sub *v1alpha1.Subscription) (*
 // SubscriptionAtLatest waits for the Subscription's status to catch up with its CSV (it trails
 // the CSV's Succeeded by up to a second on real OLM).
 func SubscriptionAtLatest(ctx context.Context, c client.Client, ns, name string) error {
-	return poll(ctx, func(ctx context.Context) (bool, error) {
+	return testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		sub := &v1alpha1.Subscription{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sub); err != nil {
 			return false, err
@@ -162,7 +154,7 @@ func SubscriptionAtLatest(ctx context.Context, c client.Client, ns, name string)
 // NoPlanInstalling waits until no InstallPlan of ns is Installing: a plan that is executes to its
 // end whether or not its Subscription and CSVs still exist, and recreates what it lists.
 func NoPlanInstalling(ctx context.Context, c client.Client, ns string) error {
-	return poll(ctx, func(ctx context.Context) (bool, error) {
+	return testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		plans := &v1alpha1.InstallPlanList{}
 		if err := c.List(ctx, plans, client.InNamespace(ns)); err != nil {
 			return false, err
@@ -315,7 +307,7 @@ func Uninstall(ctx context.Context, c client.Client, pkg Package, prefix string)
 	if err := c.Delete(ctx, csv); err != nil {
 		return out, err
 	}
-	err = poll(ctx, func(ctx context.Context) (bool, error) {
+	err = testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		now := &v1alpha1.ClusterServiceVersion{}
 		err := c.Get(ctx, client.ObjectKeyFromObject(csv), now)
 		if err == nil && now.UID != csv.UID {

@@ -17,6 +17,7 @@ import (
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // UnpackFailure is OLM #2265 as OLM v0.28 (OLMAfter) leaves it on a cluster of its own: a bundle
@@ -75,7 +76,7 @@ func (u *UnpackFailure) fail(ctx context.Context) error {
 	}
 	key := u.JobKey()
 	u.Job = &batchv1.Job{}
-	err = poll(ctx, func(ctx context.Context) (bool, error) {
+	err = testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		if err := c.Client.Get(ctx, key, u.Job); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}

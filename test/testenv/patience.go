@@ -17,14 +17,20 @@ import (
 // measured by the benchmarks.
 const Patience = 2 * time.Minute
 
+// Poll waits up to Patience for cond, polling every 100 ms: Eventually for code that returns an
+// error instead of failing a test (the real-OLM scenarios that make demo replays too).
+func Poll(ctx context.Context, cond func(ctx context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, Patience)
+	defer cancel()
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond)
+}
+
 // Eventually polls cond every 100 ms until it holds, and fails the test with what if it does not
 // within Patience or returns an error. It logs how long it waited (reported, never asserted).
 func Eventually(tb testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
 	tb.Helper()
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), Patience)
-	defer cancel()
-	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, cond); err != nil {
+	if err := Poll(context.Background(), cond); err != nil {
 		tb.Fatalf("%s: not within %s: %v", what, Patience, err)
 	}
 	tb.Logf("%s after %s", what, time.Since(start).Round(10*time.Millisecond))
@@ -37,9 +43,7 @@ func EventuallyExplained(tb testing.TB, what string, cond func(ctx context.Conte
 	tb.Helper()
 	var last string
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), Patience)
-	defer cancel()
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	err := Poll(context.Background(), func(ctx context.Context) (bool, error) {
 		done, saw, err := cond(ctx)
 		if saw != "" {
 			last = saw

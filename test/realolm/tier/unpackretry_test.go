@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/olmguard/olmguard/test/realolm"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -16,23 +17,23 @@ import (
 // once the cause is gone stock OLM still finds the Failed Job and stays stuck. olmguard with --unpack-retry-failed removes the Job and its empty ConfigMap and
 // nudges the Subscription, and the install goes through.
 func TestUnpackRetryFailed(t *testing.T) {
-	if version() != Version {
-		t.Skipf("runs OLM %s on a cluster of its own; OLM under test is %s", OLMAfter, version())
+	if version() != realolm.Version {
+		t.Skipf("runs OLM %s on a cluster of its own; OLM under test is %s", realolm.OLMAfter, version())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	u := must(StartUnpackFailure(ctx, fmt.Sprintf("olmguard-realolm-%d-retry", os.Getpid()), nil))(t)
+	u := must(realolm.StartUnpackFailure(ctx, fmt.Sprintf("olmguard-realolm-%d-retry", os.Getpid()), nil))(t)
 	t.Cleanup(func() { _ = u.C.Stop() })
 	c, o, ns, key, failed, cm := u.C, u.OLM, u.Namespace, u.JobKey(), u.Job, u.ConfigMap
 	if err := u.StillStuck(ctx, stockStuckFor); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("stock OLM %s: Job %s Failed (DeadlineExceeded), install stuck %s after the cause is gone", OLMAfter, failed.Name, stockStuckFor)
+	t.Logf("stock OLM %s: Job %s Failed (DeadlineExceeded), install stuck %s after the cause is gone", realolm.OLMAfter, failed.Name, stockStuckFor)
 
 	started := time.Now()
 	runOlmguard(t, c, "--unpack-retry-failed", "--unpack-retry-failed-after=30s")
-	waitCSV(t, c, ns, Zeta.CSVName("1.0.0"))
-	t.Logf("olmguard --unpack-retry-failed: %s Succeeded %s after olmguard started", Zeta.CSVName("1.0.0"), time.Since(started).Round(100*time.Millisecond))
+	waitCSV(t, c, ns, realolm.Zeta.CSVName("1.0.0"))
+	t.Logf("olmguard --unpack-retry-failed: %s Succeeded %s after olmguard started", realolm.Zeta.CSVName("1.0.0"), time.Since(started).Round(100*time.Millisecond))
 	now := &batchv1.Job{}
 	if err := c.Client.Get(ctx, key, now); err == nil && now.UID == failed.UID {
 		t.Errorf("the failed unpack Job %s is still there", failed.Name)

@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -22,7 +23,7 @@ import (
 const f1Namespaces = 3
 
 // f1 replays round in n fresh namespaces.
-func f1(t *testing.T, c *cluster.Cluster, round F1Round, prefix string) []F1Result {
+func f1(t *testing.T, c *cluster.Cluster, round realolm.F1Round, prefix string) []realolm.F1Result {
 	t.Helper()
 	return must(round(context.Background(), c.Client, prefix, f1Namespaces))(t)
 }
@@ -33,11 +34,11 @@ func f1(t *testing.T, c *cluster.Cluster, round F1Round, prefix string) []F1Resu
 // and no new plan lacks it in either interleaving (the webhook).
 func TestF1(t *testing.T) {
 	c, o := realOLM(t)
-	stock := f1(t, c, SettledThenSecond, "f1-stock")
-	missed := Missing(stock)
+	stock := f1(t, c, realolm.SettledThenSecond, "f1-stock")
+	missed := realolm.Missing(stock)
 	t.Logf("stock OLM %s, A settled then B: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missed), len(stock))
-	stockManual := f1(t, c, ManualThenAutomatic, "f1-stock-manual")
-	missedManual := Missing(stockManual)
+	stockManual := f1(t, c, realolm.ManualThenAutomatic, "f1-stock-manual")
+	missedManual := realolm.Missing(stockManual)
 	t.Logf("stock OLM %s, A Manual approved then B Automatic: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missedManual), len(stockManual))
 	missed = append(missed, missedManual...)
 	// A plan OLM wrote while the webhook was down, whatever this run's race did: B's reference
@@ -60,10 +61,10 @@ func TestF1(t *testing.T) {
 
 	for _, round := range []struct {
 		name string
-		run  F1Round
-	}{{"A settled then B", SettledThenSecond}, {"A Manual approved then B Automatic", ManualThenAutomatic}} {
+		run  realolm.F1Round
+	}{{"A settled then B", realolm.SettledThenSecond}, {"A Manual approved then B Automatic", realolm.ManualThenAutomatic}} {
 		guarded := f1(t, c, round.run, "f1-olmguard")
-		bad := Missing(guarded)
+		bad := realolm.Missing(guarded)
 		for _, r := range bad {
 			t.Errorf("with olmguard (%s), %s/%s lacks Subscription b's ownerReference: %+v", round.name, r.NS, r.Plan.Name, r.Plan.OwnerReferences)
 		}

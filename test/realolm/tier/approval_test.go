@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // TestApprovalGuard: in a namespace where a Manual Subscription waits on an upgrade, stock OLM
@@ -26,28 +28,28 @@ func TestApprovalGuard(t *testing.T) {
 	c, o := realOLM(t)
 	ctx := context.Background()
 
-	stock := must(MixedApproval(ctx, c.Client, "approval-stock", Gamma))(t)
+	stock := must(realolm.MixedApproval(ctx, c.Client, "approval-stock", realolm.Gamma))(t)
 	approve(t, c, stock.Mixed)
-	waitCSV(t, c, stock.Namespace, Alpha.CSVName("2.0.0"))
-	waitCSV(t, c, stock.Namespace, Gamma.CSVName("1.0.0"))
+	waitCSV(t, c, stock.Namespace, realolm.Alpha.CSVName("2.0.0"))
+	waitCSV(t, c, stock.Namespace, realolm.Gamma.CSVName("1.0.0"))
 	t.Logf("stock OLM %s: approving %s for the Automatic Subscription gamma upgraded the Manual Subscription alpha to %s",
-		o.Version, stock.Mixed.Name, Alpha.CSVName("2.0.0"))
+		o.Version, stock.Mixed.Name, realolm.Alpha.CSVName("2.0.0"))
 
 	if err := c.CreateNamespace(ctx, olmguard.DefaultNamespace); err != nil {
 		t.Fatal(err)
 	}
 	procs.RunWebhook(t, c.Kubeconfig, c.Client, "--policy-approval=enforce")
-	guarded := must(MixedApproval(ctx, c.Client, "approval-olmguard", Gamma))(t)
+	guarded := must(realolm.MixedApproval(ctx, c.Client, "approval-olmguard", realolm.Gamma))(t)
 	// The apiserver calls the webhook once it has read its configuration: dry runs until then.
 	var err error
-	if perr := poll(ctx, func(ctx context.Context) (bool, error) {
-		err = Approve(ctx, c.Client, guarded.Mixed, client.DryRunAll)
+	if perr := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
+		err = realolm.Approve(ctx, c.Client, guarded.Mixed, client.DryRunAll)
 		return apierrors.IsForbidden(err), nil
 	}); perr != nil {
 		t.Fatalf("with olmguard (enforce), approving the mixed plan %s was never denied: last answer %v", guarded.Mixed.Name, err)
 	}
-	err = Approve(ctx, c.Client, guarded.Mixed)
-	wantUpgrade := fmt.Sprintf("also upgrades Subscription alpha from %s to %s", Alpha.CSVName("1.0.0"), Alpha.CSVName("2.0.0"))
+	err = realolm.Approve(ctx, c.Client, guarded.Mixed)
+	wantUpgrade := fmt.Sprintf("also upgrades Subscription alpha from %s to %s", realolm.Alpha.CSVName("1.0.0"), realolm.Alpha.CSVName("2.0.0"))
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), wantUpgrade) {
 		t.Fatalf("with olmguard (enforce), approving %s: %v, want a denial saying it %s", guarded.Mixed.Name, err, wantUpgrade)
 	}
@@ -57,7 +59,7 @@ func TestApprovalGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, csv := range csvs.Items {
-		if csv.Name != Alpha.CSVName("1.0.0") {
+		if csv.Name != realolm.Alpha.CSVName("1.0.0") {
 			t.Errorf("with olmguard, CSV %s/%s was installed though no approval was admitted", guarded.Namespace, csv.Name)
 		}
 	}
@@ -65,35 +67,35 @@ func TestApprovalGuard(t *testing.T) {
 	// A superseded plan: alpha's first plan, left unapproved while a plan for the namespace
 	// installed alpha and gamma together, after which OLM made alpha's upgrade plan.
 	ns := operatorNamespace(t, c, "approval-stale")
-	alpha := subscribe(t, c, ns, "alpha", Alpha, v1alpha1.ApprovalManual, Alpha.CSVName("1.0.0"))
-	first := must(PlanOf(ctx, c.Client, alpha))(t)
-	gamma := subscribe(t, c, ns, "gamma", Gamma, v1alpha1.ApprovalAutomatic, "")
-	both := must(PlanOf(ctx, c.Client, gamma))(t)
+	alpha := subscribe(t, c, ns, "alpha", realolm.Alpha, v1alpha1.ApprovalManual, realolm.Alpha.CSVName("1.0.0"))
+	first := must(realolm.PlanOf(ctx, c.Client, alpha))(t)
+	gamma := subscribe(t, c, ns, "gamma", realolm.Gamma, v1alpha1.ApprovalAutomatic, "")
+	both := must(realolm.PlanOf(ctx, c.Client, gamma))(t)
 	t.Logf("%s: alpha's first plan %s %v, then gamma's %s %v (approval %s)", ns, first.Name, first.Spec.ClusterServiceVersionNames,
 		both.Name, both.Spec.ClusterServiceVersionNames, both.Spec.Approval)
 	approve(t, c, both) // a first install of both in a mixed namespace: nothing to object to
-	waitCSV(t, c, ns, Alpha.CSVName("1.0.0"))
-	upgrade := must(NextPlan(ctx, c.Client, alpha, first.Name))(t)
+	waitCSV(t, c, ns, realolm.Alpha.CSVName("1.0.0"))
+	upgrade := must(realolm.NextPlan(ctx, c.Client, alpha, first.Name))(t)
 	if upgrade.Name == both.Name {
-		upgrade = must(NextPlan(ctx, c.Client, alpha, both.Name))(t)
+		upgrade = must(realolm.NextPlan(ctx, c.Client, alpha, both.Name))(t)
 	}
 	t.Logf("%s: OLM then pointed alpha at %s %v (generation %d; the first plan's: %d)", ns, upgrade.Name,
 		upgrade.Spec.ClusterServiceVersionNames, upgrade.Spec.Generation, first.Spec.Generation)
-	err = Approve(ctx, c.Client, first)
+	err = realolm.Approve(ctx, c.Client, first)
 	wantStale := fmt.Sprintf("InstallPlan %s is not the newest plan of Subscription alpha (its newest plan is %s)", first.Name, upgrade.Name)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), wantStale) {
 		t.Fatalf("with olmguard (enforce), approving the superseded plan %s: %v, want a denial saying %s", first.Name, err, wantStale)
 	}
 	t.Logf("with olmguard, approving the superseded plan: %v", err)
 	approve(t, c, upgrade) // the Manual operator's own upgrade, owned by gamma too as OLM owns every plan
-	waitCSV(t, c, ns, Alpha.CSVName("2.0.0"))
+	waitCSV(t, c, ns, realolm.Alpha.CSVName("2.0.0"))
 	checkLogs(t, o)
 }
 
 // approve approves plan as a user does, and fails the test if that is not admitted.
 func approve(t *testing.T, c *cluster.Cluster, plan *v1alpha1.InstallPlan) {
 	t.Helper()
-	if err := Approve(context.Background(), c.Client, plan); err != nil {
+	if err := realolm.Approve(context.Background(), c.Client, plan); err != nil {
 		t.Fatalf("approving InstallPlan %s/%s: %v", plan.Namespace, plan.Name, err)
 	}
 }

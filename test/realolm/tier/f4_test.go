@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -26,17 +27,17 @@ import (
 const stockStuckFor = 20 * time.Second
 
 // startUpgradeCluster starts a cluster of its own with OLM v0.25 serving Zeta, for this test.
-func startUpgradeCluster(t *testing.T, suffix string) *UpgradeCluster {
+func startUpgradeCluster(t *testing.T, suffix string) *realolm.UpgradeCluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	u := must(StartUpgradeCluster(ctx, fmt.Sprintf("olmguard-realolm-%d-%s", os.Getpid(), suffix), nil))(t)
+	u := must(realolm.StartUpgradeCluster(ctx, fmt.Sprintf("olmguard-realolm-%d-%s", os.Getpid(), suffix), nil))(t)
 	t.Cleanup(func() { _ = u.C.Stop() })
 	return u
 }
 
 // upgradeOLM upgrades the cluster's OLM to v0.28.
-func upgradeOLM(t *testing.T, u *UpgradeCluster) {
+func upgradeOLM(t *testing.T, u *realolm.UpgradeCluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -106,11 +107,11 @@ func runOlmguard(t *testing.T, c *cluster.Cluster, controllerFlags ...string) {
 //   - olmguard from the start: v0.25's Jobs keep OLM's names (v0.25 finds them by name) and the
 //     second install succeeds.
 func TestF4OLMUpgrade(t *testing.T) {
-	if version() != Version {
-		t.Skipf("replays the %s -> %s upgrade; OLM under test is %s", OLMBefore, OLMAfter, version())
+	if version() != realolm.Version {
+		t.Skipf("replays the %s -> %s upgrade; OLM under test is %s", realolm.OLMBefore, realolm.OLMAfter, version())
 	}
-	unpackName := olm.UnpackName(Zeta.Image("1.0.0"))
-	csv := Zeta.CSVName("1.0.0")
+	unpackName := olm.UnpackName(realolm.Zeta.Image("1.0.0"))
+	csv := realolm.Zeta.CSVName("1.0.0")
 
 	// Each order has a cluster of its own: they run side by side.
 	t.Run("stock, then olmguard after the failure", func(t *testing.T) {
@@ -120,24 +121,24 @@ func TestF4OLMUpgrade(t *testing.T) {
 		waitCSV(t, u.C, first, csv)
 		job := &batchv1.Job{}
 		if err := u.C.Client.Get(context.Background(), client.ObjectKey{Namespace: cluster.OLMNamespace, Name: unpackName}, job); err != nil {
-			t.Fatalf("OLM %s left no unpack Job %s: %v", OLMBefore, unpackName, err)
+			t.Fatalf("OLM %s left no unpack Job %s: %v", realolm.OLMBefore, unpackName, err)
 		}
 		if job.Labels[olm.BundleUnpackRefLabel] != "" {
-			t.Fatalf("OLM %s labelled its unpack Job %v: the scenario needs an unlabelled one", OLMBefore, job.Labels)
+			t.Fatalf("OLM %s labelled its unpack Job %v: the scenario needs an unlabelled one", realolm.OLMBefore, job.Labels)
 		}
 
 		upgradeOLM(t, u)
 		second := must(u.InstallZeta(context.Background(), "f4-second"))(t)
 		failure := fmt.Sprintf("jobs.batch %q already exists", unpackName)
-		testenv.Eventually(t, "OLM "+OLMAfter+" logs "+failure, func(context.Context) (bool, error) {
+		testenv.Eventually(t, "OLM "+realolm.OLMAfter+" logs "+failure, func(context.Context) (bool, error) {
 			logs, err := u.OLM.Logs()
 			return strings.Contains(logs, failure), err
 		})
 		time.Sleep(stockStuckFor)
 		if err := u.C.Client.Get(context.Background(), client.ObjectKey{Namespace: second, Name: csv}, &v1alpha1.ClusterServiceVersion{}); err == nil {
-			t.Fatalf("stock OLM %s installed %s in %s after logging %s: the #3210 scenario did not reproduce", OLMAfter, csv, second, failure)
+			t.Fatalf("stock OLM %s installed %s in %s after logging %s: the #3210 scenario did not reproduce", realolm.OLMAfter, csv, second, failure)
 		}
-		t.Logf("stock OLM %s: the second install is stuck %s after %s", OLMAfter, stockStuckFor, failure)
+		t.Logf("stock OLM %s: the second install is stuck %s after %s", realolm.OLMAfter, stockStuckFor, failure)
 
 		started := time.Now()
 		runOlmguard(t, u.C)
@@ -156,15 +157,15 @@ func TestF4OLMUpgrade(t *testing.T) {
 		waitCSV(t, u.C, first, csv)
 		for _, name := range created.get() {
 			if name != unpackName {
-				t.Errorf("on OLM %s an unpack Job was created as %s, not OLM's %s: v0.25 finds its Jobs by name", OLMBefore, name, unpackName)
+				t.Errorf("on OLM %s an unpack Job was created as %s, not OLM's %s: v0.25 finds its Jobs by name", realolm.OLMBefore, name, unpackName)
 			}
 		}
-		t.Logf("OLM %s created unpack Jobs %v with olmguard running", OLMBefore, created.get())
+		t.Logf("OLM %s created unpack Jobs %v with olmguard running", realolm.OLMBefore, created.get())
 
 		upgradeOLM(t, u)
 		second := must(u.InstallZeta(context.Background(), "f4-second"))(t)
 		waitCSV(t, u.C, second, csv)
-		t.Logf("olmguard from the start: %s Succeeded in %s after the upgrade to %s", csv, second, OLMAfter)
+		t.Logf("olmguard from the start: %s Succeeded in %s after the upgrade to %s", csv, second, realolm.OLMAfter)
 		checkLogs(t, u.OLM)
 	})
 }
@@ -175,7 +176,7 @@ func TestF4OLMUpgrade(t *testing.T) {
 func checkNudgedByController(t *testing.T, c *cluster.Cluster, ns string) {
 	t.Helper()
 	sub := &v1alpha1.Subscription{}
-	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: Zeta.Name}, sub); err != nil {
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: realolm.Zeta.Name}, sub); err != nil {
 		t.Fatal(err)
 	}
 	field := `"f:` + olmguard.ResyncAnnotation + `"`

@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // TestOperatorGroupGuard: on stock OLM a second OperatorGroup beside an installed operator makes
@@ -22,19 +24,19 @@ import (
 func TestOperatorGroupGuard(t *testing.T) {
 	c, o := realOLM(t)
 	ctx := context.Background()
-	csvName := Beta.CSVName("1.0.0")
+	csvName := realolm.Beta.CSVName("1.0.0")
 	second := func(ns string) *olmv1.OperatorGroup {
 		return &olmv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns}, Spec: olmv1.OperatorGroupSpec{TargetNamespaces: []string{ns}}}
 	}
 
 	stock := operatorNamespace(t, c, "og-stock")
-	subscribe(t, c, stock, "beta", Beta, v1alpha1.ApprovalAutomatic, "")
+	subscribe(t, c, stock, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
 	waitCSV(t, c, stock, csvName)
 	if err := c.Client.Create(ctx, second(stock)); err != nil {
 		t.Fatal(err)
 	}
 	csv := &v1alpha1.ClusterServiceVersion{}
-	if err := poll(ctx, func(ctx context.Context) (bool, error) {
+	if err := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKey{Namespace: stock, Name: csvName}, csv)
 		return err == nil && csv.Status.Phase == v1alpha1.CSVPhaseFailed && csv.Status.Reason == "TooManyOperatorGroups", err
 	}); err != nil {
@@ -52,11 +54,11 @@ func TestOperatorGroupGuard(t *testing.T) {
 	}
 	procs.RunWebhook(t, c.Kubeconfig, c.Client, "--policy-operatorgroups=enforce")
 	guarded := operatorNamespace(t, c, "og-olmguard")
-	subscribe(t, c, guarded, "beta", Beta, v1alpha1.ApprovalAutomatic, "")
+	subscribe(t, c, guarded, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
 	waitCSV(t, c, guarded, csvName)
 	// The apiserver calls the webhook once it has read its configuration: dry runs until then.
 	var err error
-	if perr := poll(ctx, func(ctx context.Context) (bool, error) {
+	if perr := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		err = c.Client.Create(ctx, second(guarded), client.DryRunAll)
 		return apierrors.IsForbidden(err), nil
 	}); perr != nil {

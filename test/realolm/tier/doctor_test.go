@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -63,8 +64,8 @@ func finding(t *testing.T, report doctor.Report, check, name string) doctor.Find
 func TestDoctor(t *testing.T) {
 	c, _ := realOLM(t)
 	ns := operatorNamespace(t, c, "doctor")
-	subscribe(t, c, ns, "beta", Beta, v1alpha1.ApprovalAutomatic, "")
-	csv := waitCSV(t, c, ns, Beta.CSVName("1.0.0"))
+	subscribe(t, c, ns, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
+	csv := waitCSV(t, c, ns, realolm.Beta.CSVName("1.0.0"))
 
 	code, checks := doctorChecks(t, c, ns)
 	if code != 1 || !slices.Equal(checks, []string{"OlmguardNotRunning"}) {
@@ -98,13 +99,13 @@ func TestDoctor(t *testing.T) {
 func TestDoctorOLMFailures(t *testing.T) {
 	c, o := realOLM(t)
 	ctx := context.Background()
-	csvName := Beta.CSVName("1.0.0")
+	csvName := realolm.Beta.CSVName("1.0.0")
 
 	// Set all three up, then wait for each: OLM works on them side by side.
 	twoOGs := operatorNamespace(t, c, "doctor-ogs")
-	subscribe(t, c, twoOGs, "beta", Beta, v1alpha1.ApprovalAutomatic, "")
+	subscribe(t, c, twoOGs, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
 	orphan := operatorNamespace(t, c, "doctor-orphan")
-	first := subscribe(t, c, orphan, "beta", Beta, v1alpha1.ApprovalAutomatic, "")
+	first := subscribe(t, c, orphan, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
 	catalogs := operatorNamespace(t, c, "doctor-catalog")
 	// 192.0.2.0/24 is TEST-NET-1: nothing answers there.
 	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: catalogs, Name: "nowhere"},
@@ -122,7 +123,7 @@ func TestDoctorOLMFailures(t *testing.T) {
 	if err := c.Client.Delete(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	again := subscribe(t, c, orphan, "beta-again", Beta, v1alpha1.ApprovalAutomatic, "")
+	again := subscribe(t, c, orphan, "beta-again", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
 
 	testenv.Eventually(t, "OLM fails "+csvName+" with TooManyOperatorGroups", func(ctx context.Context) (bool, error) {
 		csv := &v1alpha1.ClusterServiceVersion{}
@@ -136,7 +137,7 @@ func TestDoctorOLMFailures(t *testing.T) {
 	}
 	t.Logf("OLM %s, two OperatorGroups: %s [%s] -> %s %q", o.Version, f.Problem, f.Evidence, f.Fix, f.Commands)
 
-	if err := ResolutionFailed(ctx, c.Client, again, drift.ReasonConstraintsNotSatisfiable); err != nil {
+	if err := realolm.ResolutionFailed(ctx, c.Client, again, drift.ReasonConstraintsNotSatisfiable); err != nil {
 		t.Fatal(err)
 	}
 	code, report = doctorReport(t, c, orphan)
@@ -153,7 +154,7 @@ func TestDoctorOLMFailures(t *testing.T) {
 		err := c.Client.Get(ctx, client.ObjectKey{Namespace: orphan, Name: csvName}, &v1alpha1.ClusterServiceVersion{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
-	if err := Resync(ctx, c.Client, again); err != nil {
+	if err := realolm.Resync(ctx, c.Client, again); err != nil {
 		t.Fatal(err)
 	}
 	waitCSV(t, c, orphan, csvName)

@@ -1,4 +1,6 @@
-package realolm
+// Package tier is olmguard's real-OLM tier (make test-realolm): each fix checked on OLM's own
+// operators, stock beside olmguard, with the scenarios of test/realolm.
+package tier
 
 import (
 	"context"
@@ -15,15 +17,16 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/realolm"
 )
 
 func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard())
-	if err := UseOLMCRDs(); err != nil {
+	if err := realolm.UseOLMCRDs(); err != nil {
 		fmt.Fprintf(os.Stderr, "[realolm] %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "[realolm] OLM under test: %s; F4 replays an upgrade from %s to %s\n", version(), OLMBefore, OLMAfter)
+	fmt.Fprintf(os.Stderr, "[realolm] OLM under test: %s; F4 replays an upgrade from %s to %s\n", version(), realolm.OLMBefore, realolm.OLMAfter)
 	cluster.Main(m, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d", os.Getpid())})
 }
 
@@ -31,7 +34,7 @@ func version() string {
 	if v := os.Getenv("OLMGUARD_OLM_VERSION"); v != "" {
 		return v
 	}
-	return Version
+	return realolm.Version
 }
 
 var shared struct {
@@ -48,7 +51,7 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		shared.olm, shared.err = StartOLM(ctx, c, version(), Alpha, Beta, Gamma, Delta, Iota, Epsilon, Eta, Theta)
+		shared.olm, shared.err = realolm.StartOLM(ctx, c, version(), realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta, realolm.Iota, Epsilon, Eta, Theta)
 	})
 	if shared.err != nil {
 		t.Fatalf("starting OLM %s: %v", version(), shared.err)
@@ -70,13 +73,13 @@ func must[T any](v T, err error) func(t *testing.T) T {
 // operatorNamespace creates a fresh namespace with an OperatorGroup targeting it.
 func operatorNamespace(t *testing.T, c *cluster.Cluster, prefix string) string {
 	t.Helper()
-	return must(OperatorNamespace(context.Background(), c.Client, prefix))(t)
+	return must(realolm.OperatorNamespace(context.Background(), c.Client, prefix))(t)
 }
 
 // subscribe creates a Subscription to pkg from the test catalog.
-func subscribe(t *testing.T, c *cluster.Cluster, ns, name string, pkg Package, approval v1alpha1.Approval, startingCSV string) *v1alpha1.Subscription {
+func subscribe(t *testing.T, c *cluster.Cluster, ns, name string, pkg realolm.Package, approval v1alpha1.Approval, startingCSV string) *v1alpha1.Subscription {
 	t.Helper()
-	sub := NewSubscription(ns, name, pkg, approval, startingCSV)
+	sub := realolm.NewSubscription(ns, name, pkg, approval, startingCSV)
 	if err := c.Client.Create(context.Background(), sub); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +90,7 @@ func subscribe(t *testing.T, c *cluster.Cluster, ns, name string, pkg Package, a
 func waitCSV(t *testing.T, c *cluster.Cluster, ns, name string) *v1alpha1.ClusterServiceVersion {
 	t.Helper()
 	ctx := context.Background()
-	if err := CSVSucceeded(ctx, c.Client, ns, name); err != nil {
+	if err := realolm.CSVSucceeded(ctx, c.Client, ns, name); err != nil {
 		t.Fatal(err)
 	}
 	csv := &v1alpha1.ClusterServiceVersion{}
@@ -102,8 +105,8 @@ func waitCSV(t *testing.T, c *cluster.Cluster, ns, name string) *v1alpha1.Cluste
 func TestInstall(t *testing.T) {
 	c, o := realOLM(t)
 	ns := operatorNamespace(t, c, "install")
-	subscribe(t, c, ns, "beta", Beta, v1alpha1.ApprovalAutomatic, "")
-	waitCSV(t, c, ns, Beta.CSVName("1.0.0"))
+	subscribe(t, c, ns, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
+	waitCSV(t, c, ns, realolm.Beta.CSVName("1.0.0"))
 	if logs, err := o.Logs(); err == nil && strings.Contains(logs, "panic") {
 		t.Errorf("OLM panicked: see its logs")
 	}

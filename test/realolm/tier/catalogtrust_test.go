@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // TestCatalogTrust reproduces OLM #3820 on real OLM and closes it. On stock OLM a tenant who may
@@ -27,61 +29,61 @@ import (
 func TestCatalogTrust(t *testing.T) {
 	c, o := realOLM(t)
 	ctx := context.Background()
-	dir, images, err := WriteCatalog(filepath.Join(o.Dir(), "tenant-catalog"), Kappa, Lambda)
+	dir, images, err := realolm.WriteCatalog(filepath.Join(o.Dir(), "tenant-catalog"), realolm.Kappa, realolm.Lambda)
 	if err != nil {
 		t.Fatal(err)
 	}
-	address := must(o.StartCatalogServer(TenantCatalog, dir, images))(t)
-	csvName := Kappa.CSVName("1.0.0")
+	address := must(o.StartCatalogServer(realolm.TenantCatalog, dir, images))(t)
+	csvName := realolm.Kappa.CSVName("1.0.0")
 
 	stock := operatorNamespace(t, c, "ct-stock")
-	tenant := must(TenantClient(ctx, c, stock))(t)
+	tenant := must(realolm.TenantClient(ctx, c, stock))(t)
 	escalate := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{GenerateName: "tenant-"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: stock, Name: "default"}}}
 	if err := tenant.Create(ctx, escalate); !apierrors.IsForbidden(err) {
 		t.Fatalf("the tenant binding a ClusterRole itself: %v, want it forbidden (the tenant must hold no cluster-wide rights)", err)
 	}
-	if can := must(CanListSecretsIn(ctx, c, stock, Kappa.ServiceAccount(), "kube-system"))(t); can {
-		t.Fatalf("ServiceAccount %s/%s may list kube-system's Secrets before any install", stock, Kappa.ServiceAccount())
+	if can := must(realolm.CanListSecretsIn(ctx, c, stock, realolm.Kappa.ServiceAccount(), "kube-system"))(t); can {
+		t.Fatalf("ServiceAccount %s/%s may list kube-system's Secrets before any install", stock, realolm.Kappa.ServiceAccount())
 	}
-	if err := tenant.Create(ctx, NewTenantCatalog(stock, address)); err != nil {
+	if err := tenant.Create(ctx, realolm.NewTenantCatalog(stock, address)); err != nil {
 		t.Fatalf("stock: the tenant's CatalogSource: %v", err)
 	}
-	if err := o.CatalogReady(ctx, stock, TenantCatalog); err != nil {
+	if err := o.CatalogReady(ctx, stock, realolm.TenantCatalog); err != nil {
 		t.Fatal(err)
 	}
-	if err := tenant.Create(ctx, NewTenantSubscription(stock, stock, Kappa)); err != nil {
+	if err := tenant.Create(ctx, realolm.NewTenantSubscription(stock, stock, realolm.Kappa)); err != nil {
 		t.Fatalf("stock: the tenant's Subscription: %v", err)
 	}
 	waitCSV(t, c, stock, csvName)
-	var grants []Grant
-	if err := poll(ctx, func(ctx context.Context) (bool, error) {
-		grants, err = ClusterGrants(ctx, c.Client, stock, csvName, Kappa.ServiceAccount())
+	var grants []realolm.Grant
+	if err := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
+		grants, err = realolm.ClusterGrants(ctx, c.Client, stock, csvName, realolm.Kappa.ServiceAccount())
 		return len(grants) > 0, err
 	}); err != nil {
 		t.Fatalf("stock OLM %s installed %s from the tenant's catalog but no ClusterRole bound to %s/%s was found: %v",
-			o.Version, csvName, stock, Kappa.ServiceAccount(), err)
+			o.Version, csvName, stock, realolm.Kappa.ServiceAccount(), err)
 	}
 	g := grants[0]
 	if !grantsSecrets(g.Role.Rules) {
 		t.Errorf("ClusterRole %s has rules %+v, want the CSV's clusterPermissions (secrets get, list, watch)", g.Role.Name, g.Role.Rules)
 	}
-	if can := must(CanListSecretsIn(ctx, c, stock, Kappa.ServiceAccount(), "kube-system"))(t); !can {
-		t.Errorf("ServiceAccount %s/%s may not list kube-system's Secrets after the install, though ClusterRole %s is bound to it", stock, Kappa.ServiceAccount(), g.Role.Name)
+	if can := must(realolm.CanListSecretsIn(ctx, c, stock, realolm.Kappa.ServiceAccount(), "kube-system"))(t); !can {
+		t.Errorf("ServiceAccount %s/%s may not list kube-system's Secrets after the install, though ClusterRole %s is bound to it", stock, realolm.Kappa.ServiceAccount(), g.Role.Name)
 	}
 	t.Logf("stock OLM %s: tenant %s's catalog %s/%s (spec.address %s) installed %s; OLM created ClusterRole %s (rules %v) and ClusterRoleBinding %s for ServiceAccount %s/%s, which may now list kube-system's Secrets",
-		o.Version, TenantUser, stock, TenantCatalog, address, csvName, g.Role.Name, rulesString(g.Role.Rules), g.Binding.Name, stock, Kappa.ServiceAccount())
+		o.Version, realolm.TenantUser, stock, realolm.TenantCatalog, address, csvName, g.Role.Name, rulesString(g.Role.Rules), g.Binding.Name, stock, realolm.Kappa.ServiceAccount())
 
 	if err := c.CreateNamespace(ctx, olmguard.DefaultNamespace); err != nil {
 		t.Fatal(err)
 	}
 	procs.RunWebhook(t, c.Kubeconfig, c.Client, "--policy-catalog-trust=enforce")
 	guarded := operatorNamespace(t, c, "ct-olmguard")
-	guardedTenant := must(TenantClient(ctx, c, guarded))(t)
+	guardedTenant := must(realolm.TenantClient(ctx, c, guarded))(t)
 	// The apiserver calls the webhook once it has read its configuration: dry runs until then.
-	if perr := poll(ctx, func(ctx context.Context) (bool, error) {
-		err = guardedTenant.Create(ctx, NewTenantCatalog(guarded, address), client.DryRunAll)
+	if perr := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
+		err = guardedTenant.Create(ctx, realolm.NewTenantCatalog(guarded, address), client.DryRunAll)
 		return apierrors.IsForbidden(err), nil
 	}); perr != nil {
 		t.Fatalf("with olmguard (enforce), the tenant's CatalogSource was never denied: last answer %v", err)
@@ -99,22 +101,22 @@ func TestCatalogTrust(t *testing.T) {
 		}
 		t.Logf("with olmguard, %s: %v", what, err)
 	}
-	denied("the tenant's CatalogSource", guardedTenant.Create(ctx, NewTenantCatalog(guarded, address)),
-		"CatalogSource "+guarded+"/"+TenantCatalog+" is not trusted to serve operators", "namespace "+guarded+" is not a trusted catalog namespace (trusted: olm)",
+	denied("the tenant's CatalogSource", guardedTenant.Create(ctx, realolm.NewTenantCatalog(guarded, address)),
+		"CatalogSource "+guarded+"/"+realolm.TenantCatalog+" is not trusted to serve operators", "namespace "+guarded+" is not a trusted catalog namespace (trusted: olm)",
 		"spec.address "+address)
-	denied("a Subscription to the catalog the tenant wrote before enforcement", tenant.Create(ctx, NewTenantSubscription(stock, stock, Lambda)),
-		"Subscription "+stock+"/"+Lambda.Name+" installs from CatalogSource "+stock+"/"+TenantCatalog+", which is not trusted to serve operators", "spec.address "+address)
-	denied("a Subscription to the denied catalog", guardedTenant.Create(ctx, NewTenantSubscription(guarded, guarded, Kappa)),
-		"CatalogSource "+guarded+"/"+TenantCatalog+", which is not trusted", "it does not exist")
+	denied("a Subscription to the catalog the tenant wrote before enforcement", tenant.Create(ctx, realolm.NewTenantSubscription(stock, stock, realolm.Lambda)),
+		"Subscription "+stock+"/"+realolm.Lambda.Name+" installs from CatalogSource "+stock+"/"+realolm.TenantCatalog+", which is not trusted to serve operators", "spec.address "+address)
+	denied("a Subscription to the denied catalog", guardedTenant.Create(ctx, realolm.NewTenantSubscription(guarded, guarded, realolm.Kappa)),
+		"CatalogSource "+guarded+"/"+realolm.TenantCatalog+", which is not trusted", "it does not exist")
 
 	// The global catalog namespace stays trusted: the tenant still installs what it offers.
-	if err := guardedTenant.Create(ctx, NewSubscription(guarded, "beta", Beta, v1alpha1.ApprovalAutomatic, "")); err != nil {
+	if err := guardedTenant.Create(ctx, realolm.NewSubscription(guarded, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")); err != nil {
 		t.Fatalf("with olmguard, a Subscription to the global catalog: %v, want it admitted", err)
 	}
-	waitCSV(t, c, guarded, Beta.CSVName("1.0.0"))
+	waitCSV(t, c, guarded, realolm.Beta.CSVName("1.0.0"))
 	for _, ns := range []string{stock, guarded} {
-		for _, pkg := range []Package{Kappa, Lambda} {
-			if ns == stock && pkg.Name == Kappa.Name {
+		for _, pkg := range []realolm.Package{realolm.Kappa, realolm.Lambda} {
+			if ns == stock && pkg.Name == realolm.Kappa.Name {
 				continue // installed on stock
 			}
 			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pkg.CSVName("1.0.0")}, &v1alpha1.ClusterServiceVersion{}); !apierrors.IsNotFound(err) {
@@ -122,8 +124,8 @@ func TestCatalogTrust(t *testing.T) {
 			}
 		}
 	}
-	if can := must(CanListSecretsIn(ctx, c, guarded, Kappa.ServiceAccount(), "kube-system"))(t); can {
-		t.Errorf("with olmguard, ServiceAccount %s/%s may list kube-system's Secrets", guarded, Kappa.ServiceAccount())
+	if can := must(realolm.CanListSecretsIn(ctx, c, guarded, realolm.Kappa.ServiceAccount(), "kube-system"))(t); can {
+		t.Errorf("with olmguard, ServiceAccount %s/%s may list kube-system's Secrets", guarded, realolm.Kappa.ServiceAccount())
 	}
 	checkLogs(t, o)
 }

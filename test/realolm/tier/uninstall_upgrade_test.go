@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -19,14 +19,15 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // Eta and Theta are uninstalled during their upgrade, Eta on stock OLM and Theta with olmguard, so
 // that what one leaves behind cannot be mistaken for the other's.
 var (
-	Eta   = Package{Name: "eta", Versions: []string{"1.0.0", "2.0.0"}}
-	Theta = Package{Name: "theta", Versions: []string{"1.0.0", "2.0.0"}}
+	Eta   = realolm.Package{Name: "eta", Versions: []string{"1.0.0", "2.0.0"}}
+	Theta = realolm.Package{Name: "theta", Versions: []string{"1.0.0", "2.0.0"}}
 )
 
 // uninstallUpgradeNamespaces is how many namespaces each round uses; whether OLM recreates a CSV
@@ -46,7 +47,7 @@ type uninstallResult struct {
 // side; the moment OLM's plan for v2 is Installing, it uninstalls as a user does (the Subscription,
 // then every CSV), waits until the namespace's plans are garbage-collected with their Subscription
 // and returns the CSVs left in each namespace.
-func uninstallDuringUpgrade(t *testing.T, c *cluster.Cluster, pkg Package, prefix string, n int) []uninstallResult {
+func uninstallDuringUpgrade(t *testing.T, c *cluster.Cluster, pkg realolm.Package, prefix string, n int) []uninstallResult {
 	t.Helper()
 	results := make([]uninstallResult, n)
 	subs := make([]*v1alpha1.Subscription, n)

@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"

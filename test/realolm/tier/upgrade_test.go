@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -31,13 +32,13 @@ func upgradeChain(t *testing.T, c *cluster.Cluster, prefix string, stock bool) s
 	t.Helper()
 	ctx := context.Background()
 	ns := operatorNamespace(t, c, prefix)
-	sub := subscribe(t, c, ns, "alpha", Alpha, v1alpha1.ApprovalManual, Alpha.CSVName(Alpha.Versions[0]))
+	sub := subscribe(t, c, ns, "alpha", realolm.Alpha, v1alpha1.ApprovalManual, realolm.Alpha.CSVName(realolm.Alpha.Versions[0]))
 	operand := &unstructured.Unstructured{}
-	operand.SetGroupVersionKind(schema.GroupVersionKind{Group: Alpha.Group(), Version: "v1", Kind: "Widget"})
+	operand.SetGroupVersionKind(schema.GroupVersionKind{Group: realolm.Alpha.Group(), Version: "v1", Kind: "Widget"})
 	operand.SetNamespace(ns)
 	operand.SetName("data")
-	for i, v := range Alpha.Versions {
-		csv := Alpha.CSVName(v)
+	for i, v := range realolm.Alpha.Versions {
+		csv := realolm.Alpha.CSVName(v)
 		if !approvePlanFor(t, c, sub, csv, stock) {
 			t.Logf("stock OLM stuck before %s in %s: its resolution failed on a replaced CSV that is gone since, and OLM does not retry", csv, ns)
 			return ""
@@ -49,7 +50,7 @@ func upgradeChain(t *testing.T, c *cluster.Cluster, prefix string, stock bool) s
 			}
 			continue
 		}
-		prev := client.ObjectKey{Namespace: ns, Name: Alpha.CSVName(Alpha.Versions[i-1])}
+		prev := client.ObjectKey{Namespace: ns, Name: realolm.Alpha.CSVName(realolm.Alpha.Versions[i-1])}
 		testenv.Eventually(t, "the replaced CSV "+prev.String()+" is gone", func(ctx context.Context) (bool, error) {
 			err := c.Client.Get(ctx, prev, &v1alpha1.ClusterServiceVersion{})
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
@@ -63,7 +64,7 @@ func upgradeChain(t *testing.T, c *cluster.Cluster, prefix string, stock bool) s
 		t.Fatal(err)
 	}
 	for _, csv := range csvs.Items {
-		if csv.Name != Alpha.CSVName(Alpha.Versions[len(Alpha.Versions)-1]) || csv.DeletionTimestamp != nil {
+		if csv.Name != realolm.Alpha.CSVName(realolm.Alpha.Versions[len(realolm.Alpha.Versions)-1]) || csv.DeletionTimestamp != nil {
 			t.Errorf("after the upgrades %s/%s is left (deleting: %v, finalizers %v)", ns, csv.Name, csv.DeletionTimestamp != nil, csv.Finalizers)
 		}
 	}
@@ -129,7 +130,7 @@ func TestUpgrades(t *testing.T) {
 	procs.RunController(t, c.Kubeconfig)
 	ns := upgradeChain(t, c, "upgrade-olmguard", false)
 	csv := &v1alpha1.ClusterServiceVersion{}
-	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: Alpha.CSVName("3.0.0")}, csv); err != nil {
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: realolm.Alpha.CSVName("3.0.0")}, csv); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer) {

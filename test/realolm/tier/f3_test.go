@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/unpack"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
 )
 
 // TestF3Uninstall: stock OLM leaves the bundle's ClusterRole behind after an uninstall (OLM
@@ -19,7 +20,7 @@ import (
 // operand cleanup (spec.cleanup.enabled), in which case it goes too.
 func TestF3Uninstall(t *testing.T) {
 	c, o := realOLM(t)
-	stock := must(Uninstall(context.Background(), c.Client, Gamma, "f3-stock"))(t)
+	stock := must(realolm.Uninstall(context.Background(), c.Client, realolm.Gamma, "f3-stock"))(t)
 	t.Logf("stock OLM %s: bundled ClusterRole left after uninstall: %v; operand left: %v", o.Version, stock.RoleLeft, stock.OperandLeft)
 
 	if err := c.CreateNamespace(context.Background(), olmguard.DefaultNamespace); err != nil {
@@ -27,17 +28,17 @@ func TestF3Uninstall(t *testing.T) {
 	}
 	procs.RunWebhook(t, c.Kubeconfig, c.Client)
 	procs.RunController(t, c.Kubeconfig)
-	guarded := must(Uninstall(context.Background(), c.Client, Delta, "f3-olmguard"))(t)
+	guarded := must(realolm.Uninstall(context.Background(), c.Client, realolm.Delta, "f3-olmguard"))(t)
 	if guarded.RoleLeft {
-		t.Errorf("with olmguard, the bundled ClusterRole %s survived the uninstall from %s", Delta.BundledClusterRole(), guarded.NS)
+		t.Errorf("with olmguard, the bundled ClusterRole %s survived the uninstall from %s", realolm.Delta.BundledClusterRole(), guarded.NS)
 	}
 	if !guarded.OperandLeft {
 		t.Errorf("with olmguard and operand cleanup opt-in, the operand in %s was deleted though the CSV did not opt in", guarded.NS)
 	}
-	optedIn := must(Uninstall(context.Background(), c.Client, Iota, "f3-olmguard-opted-in"))(t)
+	optedIn := must(realolm.Uninstall(context.Background(), c.Client, realolm.Iota, "f3-olmguard-opted-in"))(t)
 	if optedIn.RoleLeft || optedIn.OperandLeft {
 		t.Errorf("with olmguard, uninstalling %s, whose CSV sets spec.cleanup.enabled, left its bundled ClusterRole (%v) or its operand (%v) in %s",
-			Iota.Name, optedIn.RoleLeft, optedIn.OperandLeft, optedIn.NS)
+			realolm.Iota.Name, optedIn.RoleLeft, optedIn.OperandLeft, optedIn.NS)
 	}
 	checkUnpackJobs(t, c)
 	checkLogs(t, o)

@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -24,12 +24,13 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
+	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // Epsilon is installed once by each side of the conformance test and by nothing else, so its
 // bundle is unpacked (ConfigMap and Job created) during the test.
-var Epsilon = Package{Name: "epsilon", Versions: []string{"1.0.0"}}
+var Epsilon = realolm.Package{Name: "epsilon", Versions: []string{"1.0.0"}}
 
 // simDifferences are the facts in which test/olmsim knowingly differs from OLM v0.46.0, with why
 // the difference does not matter to what olmguard's tests prove. Every other fact must agree.
@@ -50,8 +51,8 @@ var simDifferences = map[string]string{
 // which the ConfigMap, the Job, the plan and the CSV were created.
 func TestSimulatorConformance(t *testing.T) {
 	c, _ := realOLM(t)
-	if version() != Version {
-		t.Skipf("the simulator reproduces OLM %s; OLM under test is %s", Version, version())
+	if version() != realolm.Version {
+		t.Skipf("the simulator reproduces OLM %s; OLM under test is %s", realolm.Version, version())
 	}
 	ctx := context.Background()
 
@@ -62,7 +63,7 @@ func TestSimulatorConformance(t *testing.T) {
 	waitSubscriptionAtLatest(t, c.Client, realNS, "epsilon")
 	// The CSV can be Succeeded and the Subscription AtLatestKnown while the plan still says
 	// Installing: compare the plan once OLM has finished it.
-	if err := NoPlanInstalling(ctx, c.Client, realNS); err != nil {
+	if err := realolm.NoPlanInstalling(ctx, c.Client, realNS); err != nil {
 		t.Fatalf("the plan in %s never left Installing: %v", realNS, err)
 	}
 	real := collectFacts(t, c.Client, realNS, cluster.OLMNamespace, Epsilon, realRec.order())
@@ -72,7 +73,7 @@ func TestSimulatorConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := &olmsim.Catalog{Name: CatalogName, Namespace: cluster.OLMNamespace, Bundles: []olmsim.Bundle{Epsilon.SimBundle(0)}}
+	cat := &olmsim.Catalog{Name: realolm.CatalogName, Namespace: cluster.OLMNamespace, Bundles: []olmsim.Bundle{Epsilon.SimBundle(0)}}
 	if err := sim.AddCatalog(ctx, cat); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestSimulatorConformance(t *testing.T) {
 			t.Logf("%-28s sim:  %s (known difference: %s)", key, s, why)
 			continue
 		}
-		t.Errorf("olmsim differs from OLM %s in %s:\n  real OLM: %s\n  olmsim:   %s", Version, key, r, s)
+		t.Errorf("olmsim differs from OLM %s in %s:\n  real OLM: %s\n  olmsim:   %s", realolm.Version, key, r, s)
 	}
 }
 
@@ -119,7 +120,7 @@ func mergeKeys(a, b facts) facts {
 }
 
 // collectFacts reads what the install of p's first version into ns wrote.
-func collectFacts(t *testing.T, c client.Client, ns, catalogNS string, p Package, order string) facts {
+func collectFacts(t *testing.T, c client.Client, ns, catalogNS string, p realolm.Package, order string) facts {
 	t.Helper()
 	ctx := context.Background()
 	norm := func(s string) string { return strings.ReplaceAll(s, ns, "<ns>") }
@@ -274,7 +275,7 @@ func owners(refs []metav1.OwnerReference) string {
 // waitSubscriptionAtLatest waits for the Subscription's status to catch up with its CSV.
 func waitSubscriptionAtLatest(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
-	if err := SubscriptionAtLatest(context.Background(), c, ns, name); err != nil {
+	if err := realolm.SubscriptionAtLatest(context.Background(), c, ns, name); err != nil {
 		t.Fatalf("Subscription %s/%s never AtLatestKnown: %v", ns, name, err)
 	}
 }
