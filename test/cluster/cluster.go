@@ -21,6 +21,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -330,6 +331,18 @@ func (c *Cluster) CreateNamespace(ctx context.Context, name string) error {
 		return err
 	}
 	return c.waitServiceAccount(ctx, name)
+}
+
+// FreshNamespace creates a namespace of its own for test tb (testenv.FreshNamespace: named prefix,
+// a dash and a generated suffix), deleted when the test ends, and waits for its default
+// ServiceAccount, so that pods can be created in it right away.
+func (c *Cluster) FreshNamespace(ctx context.Context, tb testing.TB, prefix string) string {
+	tb.Helper()
+	name := testenv.FreshNamespace(tb, c.Client, prefix, testenv.DeleteAtEnd())
+	if err := c.waitServiceAccount(ctx, name); err != nil {
+		tb.Fatal(err)
+	}
+	return name
 }
 
 // KubeClient returns Client (scenario.NodeFaults reads the client through it).

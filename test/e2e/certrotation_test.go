@@ -252,7 +252,7 @@ func waitCABundle(t *testing.T, ctx context.Context, c *cluster.Cluster, caBundl
 // stored before the probe.
 func waitAPIServerApplied(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	t.Helper()
-	ns := clusterTestNamespace(ctx, t, c, "apiserver-probe")
+	ns := c.FreshNamespace(ctx, t, "apiserver-probe")
 	var called atomic.Bool
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		review := &admissionv1.AdmissionReview{}

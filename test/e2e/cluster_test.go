@@ -22,22 +22,6 @@ import (
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// clusterTestNamespace creates a fresh namespace for one test and deletes it afterwards.
-func clusterTestNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster, prefix string) string {
-	t.Helper()
-	name := fmt.Sprintf("%s-%06d", prefix, rand.IntN(1000000))
-	if err := c.CreateNamespace(ctx, name); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := c.Client.Delete(context.Background(), ns); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting namespace %s: %v", name, err)
-		}
-	})
-	return name
-}
-
 func pausePod(namespace, name string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
@@ -50,7 +34,7 @@ func pausePod(namespace, name string) *corev1.Pod {
 func TestClusterPodRunsOnKwokNode(t *testing.T) {
 	c := cluster.Shared(t)
 	ctx := t.Context()
-	ns := clusterTestNamespace(ctx, t, c, "e2e-pod")
+	ns := c.FreshNamespace(ctx, t, "e2e-pod")
 
 	pod := pausePod(ns, "pause")
 	if err := c.Client.Create(ctx, pod); err != nil {
@@ -145,7 +129,7 @@ func TestClusterNodeFailureAndRecovery(t *testing.T) {
 func TestClusterGarbageCollector(t *testing.T) {
 	c := cluster.Shared(t)
 	ctx := t.Context()
-	ns := clusterTestNamespace(ctx, t, c, "e2e-gc")
+	ns := c.FreshNamespace(ctx, t, "e2e-gc")
 
 	configMap := func(name string, owners ...*corev1.ConfigMap) *corev1.ConfigMap {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -193,7 +177,7 @@ func TestClusterJobCompletes(t *testing.T) {
 	c := cluster.Shared(t)
 	c.SkipUnlessKwok(t) // kwok completes the pod; a real pause container never exits
 	ctx := t.Context()
-	ns := clusterTestNamespace(ctx, t, c, "e2e-job")
+	ns := c.FreshNamespace(ctx, t, "e2e-job")
 
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unpack"},
@@ -232,7 +216,7 @@ func TestClusterControllerManagerRestart(t *testing.T) {
 	c := cluster.Shared(t)
 	c.SkipUnlessKwok(t)
 	ctx := t.Context()
-	ns := clusterTestNamespace(ctx, t, c, "e2e-kcm")
+	ns := c.FreshNamespace(ctx, t, "e2e-kcm")
 
 	if err := c.StopComponent(ctx, cluster.KubeControllerManager); err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ func runDoctor(t *testing.T, ctx context.Context, c *cluster.Cluster, args ...st
 // scenario's objects in one place (what `doctor -n` and the F2 observer look at).
 func olmNamespace(t *testing.T, ctx context.Context, c *cluster.Cluster, prefix string) (*olmsim.Sim, *olmsim.Catalog, string) {
 	t.Helper()
-	ns := clusterTestNamespace(ctx, t, c, prefix)
+	ns := c.FreshNamespace(ctx, t, prefix)
 	sim := newSim(t, c, ns, olmsim.V0_46)
 	cat := scenario.F1Catalog()
 	if err := sim.AddCatalog(ctx, cat); err != nil {

@@ -312,7 +312,7 @@ func TestF2StaleSubscriptionDetectedAndNudged(t *testing.T) {
 // later: a false alarm about those would have come already.
 func driftHandledUpTo(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	t.Helper()
-	ns := clusterTestNamespace(ctx, t, c, "f2-marker")
+	ns := c.FreshNamespace(ctx, t, "f2-marker")
 	sub := builders.Subscription(ns, "marker", "marker", v1alpha1.ApprovalAutomatic)
 	if err := c.Client.Create(ctx, sub); err != nil {
 		t.Fatal(err)

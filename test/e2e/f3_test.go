@@ -115,7 +115,7 @@ func waitCSVGone(t *testing.T, ctx context.Context, c *cluster.Cluster, ns, name
 // order, so by then it has reconciled every CSV written before.
 func csvsReconciledUpTo(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	t.Helper()
-	ns := clusterTestNamespace(ctx, t, c, "f3-marker")
+	ns := c.FreshNamespace(ctx, t, "f3-marker")
 	csv := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": olm.V1alpha1APIVersion, "kind": olm.ClusterServiceVersionKind,
 		"metadata": map[string]any{"namespace": ns, "name": "marker.v1"},

@@ -78,7 +78,6 @@ func TestWebhookKilledUnderLoad(t *testing.T) {
 	waitWebhookActive(t, ctx, c)
 
 	// Each namespace holds two Subscriptions; OLM's plan names only the first (OLM issue #3199).
-	prefix := fmt.Sprintf("wk-%06d", rand.IntN(1000000))
 	namespaces := make([]string, n)
 	subs := make([][2]*v1alpha1.Subscription, n)
 	t.Cleanup(func() {
@@ -87,8 +86,8 @@ func TestWebhookKilledUnderLoad(t *testing.T) {
 		}
 	})
 	if err := parallel(n, 8, func(i int) error {
-		namespaces[i] = fmt.Sprintf("%s-%03d", prefix, i)
-		if err := c.CreateNamespace(ctx, namespaces[i]); err != nil {
+		var err error
+		if namespaces[i], err = testenv.NewNamespace(ctx, c.Client, fmt.Sprintf("wk-%03d", i)); err != nil {
 			return err
 		}
 		for j, name := range []string{"a", "b"} {
@@ -301,7 +300,7 @@ func TestAPIServerRestart(t *testing.T) {
 	c.SkipUnlessKwok(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*testenv.Patience)
 	defer cancel()
-	ns := clusterTestNamespace(ctx, t, c, "e2e-apiserver")
+	ns := c.FreshNamespace(ctx, t, "e2e-apiserver")
 	webhook := startWebhook(t, c)
 	waitWebhookActive(t, ctx, c)
 	// How long the apiserver stays away is up to the machine: 15 s, plus however long it takes to

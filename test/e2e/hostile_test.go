@@ -311,7 +311,7 @@ func installPlansReconciledUpTo(t *testing.T, ctx context.Context, c *cluster.Cl
 // Events, if any, are there.
 func unpackJobsReconciledUpTo(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	t.Helper()
-	ns := clusterTestNamespace(ctx, t, c, "unpack-marker")
+	ns := c.FreshNamespace(ctx, t, "unpack-marker")
 	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "marker"},
 		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Image: "registry.example/marker:v1"}}
 	if err := c.Client.Create(ctx, cs); err != nil {

@@ -269,10 +269,7 @@ func TestPlansOwnedAcrossAPIServers(t *testing.T) {
 		} {
 			t.Run(tc.name+"/"+dir.name, func(t *testing.T) {
 				ctx := context.Background()
-				ns := fmt.Sprintf("ha-%d", time.Now().UnixNano())
-				if err := dir.writer.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-					t.Fatal(err)
-				}
+				ns := testenv.FreshNamespace(t, dir.writer.Client, "ha")
 				lookups.use(liveSubscriptions(dir.reader.Client, tc.watchCache))
 				defer lookups.use(liveSubscriptions(pair.A.Client, false))
 				live := map[string]types.UID{}

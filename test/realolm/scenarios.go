@@ -52,15 +52,16 @@ const CatalogName = "realolm"
 // The scenarios below are what the tests and `make demo` replay on real OLM. They return errors
 // instead of failing a test, and wait at most testenv.Patience for each state.
 
-// OperatorNamespace creates a fresh namespace with an OperatorGroup targeting it.
+// OperatorNamespace creates a fresh namespace (testenv.NewNamespace) with an OperatorGroup
+// targeting it.
 func OperatorNamespace(ctx context.Context, c client.Client, prefix string) (string, error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := c.Create(ctx, ns); err != nil {
+	ns, err := testenv.NewNamespace(ctx, c, prefix)
+	if err != nil {
 		return "", err
 	}
-	og := &olmv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "og", Namespace: ns.Name},
-		Spec: olmv1.OperatorGroupSpec{TargetNamespaces: []string{ns.Name}}}
-	return ns.Name, c.Create(ctx, og)
+	og := &olmv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "og", Namespace: ns},
+		Spec: olmv1.OperatorGroupSpec{TargetNamespaces: []string{ns}}}
+	return ns, c.Create(ctx, og)
 }
 
 // NewSubscription is a Subscription to pkg from the test catalog.
