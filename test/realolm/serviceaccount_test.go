@@ -95,9 +95,9 @@ func serviceAccountScenario(t *testing.T, c *cluster.Cluster, version, prefix st
 	case !stock.Upgraded:
 		t.Logf("OLM %s stock: the upgrade did not run this time, nothing to compare", version)
 	case wantStockDrops.Annotation && stock.Annotation || wantStockDrops.Label && stock.Label || wantStockDrops.PullSecret && stock.PullSecret:
-		t.Logf("OLM %s stock kept more than #3607 says it drops (%s): the wipe was not reproduced this run", version, stock)
+		t.Logf("OLM %s stock kept more than olm-facts N2 says it drops (%s): the drop was not reproduced this run", version, stock)
 	default:
-		t.Logf("OLM %s stock after an upgrade: %s (#3607 reproduced)", version, stock)
+		t.Logf("OLM %s stock after an upgrade: %s (OLM's step dropped what olm-facts N2 says it drops)", version, stock)
 	}
 	runOlmguard(t, c)
 	guarded := upgradeWithUserMetadata(t, c, prefix+"-olmguard", false)
