@@ -76,7 +76,7 @@ func (h *ServiceAccountHandler) decide(ctx context.Context, r admit.Request[*ser
 		return admission.Allowed(""), nil
 	}
 	old, obj := r.Old.view(), r.Object.view()
-	if !serviceaccounts.Managed(old, obj) {
+	if !serviceaccounts.StepWrite(old, obj) {
 		return admission.Allowed(""), nil
 	}
 	restore := serviceaccounts.RestorePatch(old, obj)

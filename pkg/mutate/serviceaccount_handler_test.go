@@ -84,6 +84,10 @@ func TestServiceAccountHandler(t *testing.T) {
 			saJSON(t, user(), userExtra), saJSON(t, olmWrote(), nil), false},
 		{"a ServiceAccount OLM does not manage", admissionv1.Update, olmUser,
 			saJSON(t, map[string]any{"annotations": map[string]any{"a": "b"}}, nil), saJSON(t, map[string]any{}, nil), false},
+		{"a catalog's ServiceAccount: OLM drops a pull secret the CatalogSource no longer names", admissionv1.Update, olmUser,
+			saJSON(t, map[string]any{"labels": map[string]any{"olm.managed": "true"}}, userExtra),
+			saJSON(t, map[string]any{"labels": map[string]any{"olm.managed": "true"}, "ownerReferences": []any{map[string]any{
+				"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "name": "c", "uid": "c"}}}, nil), false},
 		{"nothing dropped", admissionv1.Update, olmUser, saJSON(t, user(), nil), saJSON(t, user(), nil), false},
 		{"create", admissionv1.Create, olmUser, nil, saJSON(t, olmWrote(), nil), false},
 	}
@@ -133,7 +137,8 @@ func TestServiceAccountHandler(t *testing.T) {
 // FuzzServiceAccountHandler: any pair of bodies from any user gets a well-formed answer, never a
 // panic, and the patched ServiceAccount needs no further patch.
 func FuzzServiceAccountHandler(f *testing.F) {
-	f.Add(true, saJSON(f, map[string]any{"labels": map[string]any{"olm.managed": "true"}}, nil),
+	f.Add(true, saJSON(f, map[string]any{"labels": map[string]any{"olm.managed": "true"}, "ownerReferences": []any{map[string]any{
+		"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "name": "op.v2", "uid": "u2"}}}, nil),
 		saJSON(f, map[string]any{"labels": map[string]any{"olm.managed": "true", "x": "y"}, "annotations": map[string]any{"a/b~c\u0000": "\x1b"}},
 			map[string]any{"imagePullSecrets": []any{map[string]any{"name": "r"}, map[string]any{}}, "automountServiceAccountToken": false}))
 	f.Add(false, []byte(`{"metadata":{"annotations":null,"labels":{}},"imagePullSecrets":null}`), []byte(`{"metadata":{}}`))

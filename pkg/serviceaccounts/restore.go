@@ -9,7 +9,7 @@
 //
 // RestorePatch decides, from the old and the new ServiceAccount of such an update, the JSON patch
 // that puts back what OLM's write dropped. It is pure: the mutating webhook calls it for updates
-// made by OLM's own identity only (IsOLMUser), on the ServiceAccounts OLM manages (Managed).
+// made by OLM's own identity only (IsOLMUser), when it is OLM's InstallPlan step (StepWrite).
 package serviceaccounts
 
 import (
@@ -79,20 +79,14 @@ func DefaultOLMUsers() []string {
 	return out
 }
 
-// Managed reports whether OLM manages a ServiceAccount: OLM labels the ServiceAccounts it writes
-// olm.managed=true, and owns them by a CSV (a non-controller ownerReference of kind
-// ClusterServiceVersion, OLM's API group). Either, on the old or the new object, is enough: OLM's
-// write carries both, and a ServiceAccount someone took the label off is still recognised by its
-// owner.
-func Managed(old, new View) bool {
-	return managed(old) || managed(new)
-}
-
-func managed(v View) bool {
-	if v.Labels[olm.ManagedLabel] == olm.ManagedLabelValue {
-		return true
-	}
-	for _, r := range v.OwnerReferences {
+// StepWrite reports whether an update from old to new is OLM's InstallPlan step writing an
+// operator's ServiceAccount: its desired ServiceAccount always carries a non-controller
+// ownerReference to the CSV whose permissions need it (OLM merges it into the live one), so new is
+// owned by a ClusterServiceVersion of OLM's API group. The label olm.managed=true alone is not
+// enough: OLM also labels the ServiceAccounts of catalog pods, whose imagePullSecrets it derives
+// from the CatalogSource's spec.secrets, and a secret removed there must stay removed.
+func StepWrite(old, new View) bool {
+	for _, r := range new.OwnerReferences {
 		if r.Kind == olm.ClusterServiceVersionKind && r.APIVersion == olm.V1alpha1APIVersion {
 			return true
 		}

@@ -136,22 +136,25 @@ func TestRestorePatchIsBounded(t *testing.T) {
 	}
 }
 
-func TestManaged(t *testing.T) {
+func TestStepWrite(t *testing.T) {
 	csv := metav1.OwnerReference{APIVersion: "operators.coreos.com/v1alpha1", Kind: "ClusterServiceVersion", Name: "x", UID: "u"}
+	catalog := metav1.OwnerReference{APIVersion: "operators.coreos.com/v1alpha1", Kind: "CatalogSource", Name: "c", UID: "c"}
+	managed := map[string]string{"olm.managed": "true"}
 	for _, tc := range []struct {
 		name     string
 		old, new View
 		want     bool
 	}{
-		{"label on the new object", View{}, View{Labels: map[string]string{"olm.managed": "true"}}, true},
-		{"label on the old object", View{Labels: map[string]string{"olm.managed": "true"}}, View{}, true},
-		{"owned by a CSV", View{}, View{OwnerReferences: []metav1.OwnerReference{csv}}, true},
-		{"label with another value", View{Labels: map[string]string{"olm.managed": "false"}}, View{}, false},
+		{"OLM's step: labelled and owned by a CSV", View{Labels: managed}, View{Labels: managed, OwnerReferences: []metav1.OwnerReference{csv}}, true},
+		{"owned by a CSV, label gone", View{}, View{OwnerReferences: []metav1.OwnerReference{catalog, csv}}, true},
+		// A catalog pod's ServiceAccount: OLM derives its imagePullSecrets from the CatalogSource.
+		{"a catalog's ServiceAccount", View{Labels: managed}, View{Labels: managed, OwnerReferences: []metav1.OwnerReference{catalog}}, false},
+		{"the CSV owner only on the old object", View{OwnerReferences: []metav1.OwnerReference{csv}}, View{Labels: managed}, false},
 		{"CSV of another group", View{}, View{OwnerReferences: []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "ClusterServiceVersion"}}}, false},
 		{"a plain ServiceAccount", View{Annotations: map[string]string{"a": "b"}}, View{}, false},
 	} {
-		if got := Managed(tc.old, tc.new); got != tc.want {
-			t.Errorf("%s: Managed = %v, want %v", tc.name, got, tc.want)
+		if got := StepWrite(tc.old, tc.new); got != tc.want {
+			t.Errorf("%s: StepWrite = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

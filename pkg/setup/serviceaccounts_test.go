@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // OLM's ServiceAccount step through the apiserver (OLM #3607): catalog-operator's strategic merge
@@ -31,11 +32,7 @@ func TestOLMServiceAccountStepKeepsUserMetadata(t *testing.T) {
 		{"someone-else", "someone", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := "sa-" + tc.name
-			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+			ns := testenv.Namespace(t, env.Client, "sa-"+tc.name)
 			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "op", Namespace: ns,
 				Labels:      map[string]string{olm.ManagedLabel: olm.ManagedLabelValue, "team": "a"},
 				Annotations: map[string]string{role: "arn:aws:iam::1:role/op"}},
