@@ -22,6 +22,8 @@ func served(d admit.Decider) admission.Handler {
 		rules = registration.OLMRule("clusterserviceversions", create, update)
 	case *JobHandler:
 		rules = registration.JobCreates()
+	case *ServiceAccountHandler:
+		rules = registration.ServiceAccountUpdates()
 	default:
 		panic(fmt.Sprintf("no endpoint serves %T", d))
 	}

@@ -11,6 +11,16 @@ const (
 	ServiceAccountName = "olm-operator-serviceaccount"
 )
 
+// InstallNamespaces are the namespaces OLM's manifests install it in: upstream's (olm) and
+// OpenShift's (openshift-operator-lifecycle-manager).
+var InstallNamespaces = []string{"olm", "openshift-operator-lifecycle-manager"}
+
+// ServiceAccountUser is the user name the kube-apiserver gives OLM's olm-operator and
+// catalog-operator when OLM runs in namespace.
+func ServiceAccountUser(namespace string) string {
+	return "system:serviceaccount:" + namespace + ":" + ServiceAccountName
+}
+
 // Labels OLM sets and reads. olmguard must never strip or change any of them.
 const (
 	OwnerLabel          = "olm.owner"
@@ -54,7 +64,9 @@ const CSVCleanupFinalizer = "operators.coreos.com/csv-cleanup"
 
 // Kinds.
 const (
-	SubscriptionKind          = "Subscription"
+	SubscriptionKind = "Subscription"
+	// ServiceAccountKind is core v1's ServiceAccount, which OLM creates for each CSV's permissions.
+	ServiceAccountKind        = "ServiceAccount"
 	InstallPlanKind           = "InstallPlan"
 	ClusterServiceVersionKind = "ClusterServiceVersion"
 	CatalogSourceKind         = "CatalogSource"

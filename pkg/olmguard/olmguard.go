@@ -48,6 +48,7 @@ const (
 	MutateClusterServiceVersionsPath   = "/mutate/clusterserviceversions"
 	MutateInstallPlansPath             = "/mutate/installplans"
 	MutateJobsPath                     = "/mutate/jobs"
+	MutateServiceAccountsPath          = "/mutate/serviceaccounts"
 	ValidateSubscriptionsPath          = "/validate/subscriptions"
 	ValidateInstallPlansPath           = "/validate/installplans"
 	ValidateClusterServiceVersionsPath = "/validate/clusterserviceversions"

@@ -55,6 +55,13 @@ func (w Webhook) Admission() []admit.Endpoint {
 				return &mutate.JobHandler{TTL: w.UnpackJobTTL, Catalogs: admit.LiveCatalogNamespaces{Reader: mgr.GetAPIReader()}}, nil
 			},
 		},
+		{ // OLM #3607: keep what a user put on an operator's ServiceAccount when OLM's plan step
+			// rewrites it (every upgrade). Only OLM's updates are sent (a match condition on the
+			// requester; no object selector: OLM's own label is what its write may change).
+			Webhook: registration.Webhook{Name: "serviceaccounts.mutate.olmguard.io", Path: olmguard.MutateServiceAccountsPath, Mutating: true,
+				Rules: registration.ServiceAccountUpdates(), MatchConditions: registration.ByOLMServiceAccount()},
+			Handler: admit.Static(&mutate.ServiceAccountHandler{OLMUsers: w.OLMUsers, Disabled: !w.RestoreServiceAccountMetadata}),
+		},
 		{ // Duplicate packages and mixed approval in a namespace; a create where no OperatorGroup is; an untrusted catalog.
 			Webhook: registration.Webhook{Name: "subscriptions.validate.olmguard.io", Path: olmguard.ValidateSubscriptionsPath,
 				Rules: registration.OLMRule("subscriptions", create, update)},

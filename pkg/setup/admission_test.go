@@ -112,8 +112,8 @@ func TestBuildConfigurations(t *testing.T) {
 			t.Errorf("labels = %v, want %s=%s", l, olmguard.NameLabel, olmguard.Name)
 		}
 	}
-	if len(m.Webhooks) != 3 || len(v.Webhooks) != 5 {
-		t.Fatalf("got %d mutating and %d validating webhooks, want 3 and 5", len(m.Webhooks), len(v.Webhooks))
+	if len(m.Webhooks) != 4 || len(v.Webhooks) != 5 {
+		t.Fatalf("got %d mutating and %d validating webhooks, want 4 and 5", len(m.Webhooks), len(v.Webhooks))
 	}
 	for _, w := range m.Webhooks {
 		if w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
@@ -129,8 +129,8 @@ func TestBuildCommonFields(t *testing.T) {
 		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "guard"},
 	}}}
 	hs := hooks(o)
-	if len(hs) != 8 {
-		t.Fatalf("got %d distinct webhook names, want 8", len(hs))
+	if len(hs) != 9 {
+		t.Fatalf("got %d distinct webhook names, want 9", len(hs))
 	}
 	var paths []string
 	for name, h := range hs {
@@ -204,6 +204,12 @@ func TestBuildPerWebhook(t *testing.T) {
 				{Key: "operatorframework.io/bundle-unpack-ref", Operator: metav1.LabelSelectorOpExists},
 				{Key: "olm.managed", Operator: metav1.LabelSelectorOpIn, Values: []string{"true"}},
 			},
+		},
+		{
+			// OLM #3607: only OLM's ServiceAccount updates are sent.
+			name: "serviceaccounts.mutate.olmguard.io", path: olmguard.MutateServiceAccountsPath,
+			group: "", version: "v1", resource: "serviceaccounts", ops: ops(update),
+			conditions: []string{"request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':olm-operator-serviceaccount')"},
 		},
 		{
 			name: "subscriptions.validate.olmguard.io", path: olmguard.ValidateSubscriptionsPath,

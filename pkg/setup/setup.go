@@ -15,6 +15,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/controller/olmaudit"
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
+	"github.com/olmguard/olmguard/pkg/serviceaccounts"
 	"github.com/olmguard/olmguard/pkg/validate"
 )
 
@@ -31,12 +32,18 @@ type Webhook struct {
 	ConsistentSubscriptionReads bool
 	// TrustedCatalogs are the catalogs --policy-catalog-trust trusts.
 	TrustedCatalogs validate.TrustedCatalogs
+	// RestoreServiceAccountMetadata keeps what OLM's ServiceAccount step drops from an operator's
+	// ServiceAccount (OLM #3607; --restore-serviceaccount-metadata).
+	RestoreServiceAccountMetadata bool
+	// OLMUsers are OLM's identities, the only requesters whose ServiceAccount updates are
+	// corrected (--olm-users).
+	OLMUsers []string
 }
 
 // DefaultWebhook returns the flag defaults.
 func DefaultWebhook() Webhook {
 	return Webhook{Policies: validate.DefaultPolicies(), UnpackJobTTL: 10 * time.Minute, CleanupUsers: validate.DefaultCleanupUsers, ConsistentSubscriptionReads: true,
-		TrustedCatalogs: validate.DefaultTrustedCatalogs()}
+		TrustedCatalogs: validate.DefaultTrustedCatalogs(), RestoreServiceAccountMetadata: true, OLMUsers: serviceaccounts.DefaultOLMUsers()}
 }
 
 // BindFlags registers the policy flags, the trusted catalogs and --unpack-job-default-ttl.
@@ -47,6 +54,8 @@ func (w *Webhook) BindFlags(fs *flag.FlagSet) {
 	// The former name, which the controller used too for another setting (--unpack-job-retention).
 	flags.Alias(fs, "unpack-job-default-ttl", "unpack-job-ttl")
 	fs.Var(flags.List{Items: &w.CleanupUsers, Required: "at least one user is required"}, "cleanup-finalizer-users", "comma-separated users allowed to remove olmguard.io/cleanup during a cleanup: the controller's identity")
+	fs.BoolVar(&w.RestoreServiceAccountMetadata, "restore-serviceaccount-metadata", w.RestoreServiceAccountMetadata, "when OLM's InstallPlan step rewrites an operator's ServiceAccount (every upgrade), put back the annotations, labels, imagePullSecrets and automountServiceAccountToken it dropped (OLM #3607)")
+	fs.Var(flags.List{Items: &w.OLMUsers, Required: "at least one user is required"}, "olm-users", "comma-separated user names of OLM's olm-operator and catalog-operator: only their ServiceAccount updates are corrected")
 	fs.BoolVar(&w.ConsistentSubscriptionReads, "consistent-subscription-reads", w.ConsistentSubscriptionReads, "list Subscriptions (an InstallPlan's owners, the Subscription and InstallPlan policies) with a consistent read, which finds every Subscription committed before the request on any apiserver; false reads the serving apiserver's watch cache, which is cheaper under bursts of plans but can miss a Subscription created a moment before (the controller then repairs the plan)")
 }
 

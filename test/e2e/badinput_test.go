@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/admit"
+	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/setup"
@@ -171,6 +172,17 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 				"containers": []any{map[string]any{"name": "extract", "image": "quay.io/example/bundle:v1",
 					"env": []any{map[string]any{"name": "BUNDLE_NOTES", "value": pad}}}}}}}}
 	}
+	// OLM's ServiceAccount step (#3607): OLM's update drops the user's role annotation.
+	serviceAccount := func(annotations map[string]any) func(string) map[string]any {
+		return func(pad string) map[string]any {
+			a := map[string]any{"notes": pad}
+			for k, v := range annotations {
+				a[k] = v
+			}
+			return map[string]any{"apiVersion": "v1", "kind": "ServiceAccount",
+				"metadata": map[string]any{"name": "probe-operator", "namespace": ns, "labels": map[string]any{"olm.managed": "true"}, "annotations": a}}
+		}
+	}
 	subscription := func(pad string) map[string]any {
 		return map[string]any{"apiVersion": ops + "/v1alpha1", "kind": "Subscription",
 			"metadata": map[string]any{"name": "probe-again", "namespace": ns},
@@ -199,6 +211,10 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 		olmguard.MutateJobsPath: {group: "batch", version: "v1", kind: "Job", resource: "jobs",
 			op: admissionv1.Create, user: user, object: job,
 			good: reviewAnswer{allowed: true, message: "namespace-scoped unpack Job name", patch: `"/metadata/name","value":"ou-`, uid: true}},
+		olmguard.MutateServiceAccountsPath: {group: "", version: "v1", kind: "ServiceAccount", resource: "serviceaccounts",
+			op: admissionv1.Update, user: olm.ServiceAccountUser("olm"), object: serviceAccount(nil),
+			old:  serviceAccount(map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/probe"}),
+			good: reviewAnswer{allowed: true, message: "OLM issue #3607", patch: "role-arn", uid: true}},
 		olmguard.ValidateSubscriptionsPath: {group: ops, version: "v1alpha1", kind: "Subscription", resource: "subscriptions",
 			op: admissionv1.Create, user: user, object: subscription,
 			good: reviewAnswer{allowed: true, warning: `package "probe" already has Subscription`, uid: true}},

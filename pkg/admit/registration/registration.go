@@ -179,6 +179,29 @@ func UnpackJobLabels() *metav1.LabelSelector {
 	}}
 }
 
+// ServiceAccountUpdates sends updates of core v1 ServiceAccounts (a PATCH arrives as an UPDATE).
+func ServiceAccountUpdates() []admissionregistrationv1.RuleWithOperations {
+	return []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{""}, APIVersions: []string{"v1"},
+			Resources: []string{"serviceaccounts"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+}
+
+// ByOLMServiceAccount sends only requests made by a ServiceAccount named as OLM's
+// (olm-operator-serviceaccount, in any namespace): every other write of a ServiceAccount, the
+// kube-controller-manager's and the users', never reaches olmguard. The handler checks the exact
+// identity (--olm-users), which may change without the configuration changing.
+func ByOLMServiceAccount() []admissionregistrationv1.MatchCondition {
+	return []admissionregistrationv1.MatchCondition{{
+		Name: "by-olm-service-account",
+		Expression: "request.userInfo.username.startsWith('system:serviceaccount:') && " +
+			"request.userInfo.username.endsWith(" + celString(":"+olm.ServiceAccountName) + ")",
+	}}
+}
+
 // WithoutCleanupFinalizer sends only CSVs that are not being deleted, lack olmguard's finalizer
 // and did not opt out: CSVs can be megabytes, so the others are not sent at all. OLM's copies
 // (label olm.copiedFrom) are left out too, they own nothing, unless the update takes olmguard's
