@@ -1,4 +1,4 @@
-package realolm
+package tier
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/realolm"
 )
 
 // What a user puts on an operator's ServiceAccount: EKS IRSA's role annotation, a label and an
@@ -41,13 +42,13 @@ func upgradeWithUserMetadata(t *testing.T, c *cluster.Cluster, prefix string, st
 	t.Helper()
 	ctx := context.Background()
 	ns := operatorNamespace(t, c, prefix)
-	sub := subscribe(t, c, ns, "alpha", Alpha, v1alpha1.ApprovalManual, Alpha.CSVName("1.0.0"))
-	if !approvePlanFor(t, c, sub, Alpha.CSVName("1.0.0"), false) {
-		t.Fatalf("no plan for %s", Alpha.CSVName("1.0.0"))
+	sub := subscribe(t, c, ns, "alpha", realolm.Alpha, v1alpha1.ApprovalManual, realolm.Alpha.CSVName("1.0.0"))
+	if !approvePlanFor(t, c, sub, realolm.Alpha.CSVName("1.0.0"), false) {
+		t.Fatalf("no plan for %s", realolm.Alpha.CSVName("1.0.0"))
 	}
-	waitCSV(t, c, ns, Alpha.CSVName("1.0.0"))
+	waitCSV(t, c, ns, realolm.Alpha.CSVName("1.0.0"))
 	sa := &corev1.ServiceAccount{}
-	key := client.ObjectKey{Namespace: ns, Name: Alpha.ServiceAccount()}
+	key := client.ObjectKey{Namespace: ns, Name: realolm.Alpha.ServiceAccount()}
 	if err := c.Client.Get(ctx, key, sa); err != nil {
 		t.Fatal(err)
 	}
@@ -63,20 +64,20 @@ func upgradeWithUserMetadata(t *testing.T, c *cluster.Cluster, prefix string, st
 	if err := c.Client.Update(ctx, sa); err != nil {
 		t.Fatal(err)
 	}
-	if !approvePlanFor(t, c, sub, Alpha.CSVName("2.0.0"), stock) {
-		t.Logf("stock OLM stuck before %s in %s (its stale resolution race): no upgrade to observe", Alpha.CSVName("2.0.0"), ns)
+	if !approvePlanFor(t, c, sub, realolm.Alpha.CSVName("2.0.0"), stock) {
+		t.Logf("stock OLM stuck before %s in %s (its stale resolution race): no upgrade to observe", realolm.Alpha.CSVName("2.0.0"), ns)
 		return saKept{}
 	}
-	waitCSV(t, c, ns, Alpha.CSVName("2.0.0"))
+	waitCSV(t, c, ns, realolm.Alpha.CSVName("2.0.0"))
 	if err := c.Client.Get(ctx, key, sa); err != nil {
 		t.Fatal(err)
 	}
 	owned := false
 	for _, r := range sa.OwnerReferences {
-		owned = owned || r.Kind == "ClusterServiceVersion" && r.Name == Alpha.CSVName("2.0.0")
+		owned = owned || r.Kind == "ClusterServiceVersion" && r.Name == realolm.Alpha.CSVName("2.0.0")
 	}
 	if !owned {
-		t.Logf("%s: OLM's ServiceAccount step did not add %s's ownerReference (owners %v)", ns, Alpha.CSVName("2.0.0"), sa.OwnerReferences)
+		t.Logf("%s: OLM's ServiceAccount step did not add %s's ownerReference (owners %v)", ns, realolm.Alpha.CSVName("2.0.0"), sa.OwnerReferences)
 	}
 	k := saKept{Annotation: sa.Annotations[saRoleAnnotation] == saRole, Label: sa.Labels[saLabel] == "a", Upgraded: true}
 	for _, s := range sa.ImagePullSecrets {
@@ -113,18 +114,18 @@ func serviceAccountScenario(t *testing.T, c *cluster.Cluster, version, prefix st
 // is reported; with olmguard all three are asserted kept.
 // Fails before the fix: nothing served ServiceAccount updates, so olmguard's round lost them too.
 func TestServiceAccountMetadataKeptOnUpgrade(t *testing.T) {
-	t.Run(OLMAfter+" (before the fix)", func(t *testing.T) {
-		if version() != Version {
-			t.Skipf("starts its own cluster with OLM %s beside the tier's %s; OLM under test is %s", OLMAfter, Version, version())
+	t.Run(realolm.OLMAfter+" (before the fix)", func(t *testing.T) {
+		if version() != realolm.Version {
+			t.Skipf("starts its own cluster with OLM %s beside the tier's %s; OLM under test is %s", realolm.OLMAfter, realolm.Version, version())
 		}
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		c := must(cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d-sa", os.Getpid()), Nodes: 1}))(t)
 		t.Cleanup(func() { _ = c.Stop() })
-		o := must(StartOLM(ctx, c, OLMAfter, Alpha))(t)
+		o := must(realolm.StartOLM(ctx, c, realolm.OLMAfter, realolm.Alpha))(t)
 		t.Cleanup(o.Stop)
-		serviceAccountScenario(t, c, OLMAfter, "sa028", saKept{Annotation: true, Label: true, PullSecret: true})
+		serviceAccountScenario(t, c, realolm.OLMAfter, "sa028", saKept{Annotation: true, Label: true, PullSecret: true})
 	})
 	t.Run("tier's OLM", func(t *testing.T) {
 		t.Parallel()
