@@ -161,6 +161,11 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 				"status": map[string]any{"phase": "Succeeded", "reason": "InstallSucceeded"}}
 		}
 	}
+	selfReplacing := func(pad string) map[string]any {
+		o := csv(nil, false)(pad)
+		o["spec"].(map[string]any)["replaces"] = "probe.v1"
+		return o
+	}
 	const hash = "3f7a9c0b1d2e4f5061728394a5b6c7d8e9f00112233445566778899aabbcc"
 	job := func(pad string) map[string]any {
 		return map[string]any{"apiVersion": "batch/v1", "kind": "Job",
@@ -214,6 +219,9 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 		olmguard.ValidateClusterServiceVersionsPath: {group: ops, version: "v1alpha1", kind: "ClusterServiceVersion", resource: "clusterserviceversions",
 			op: admissionv1.Update, user: user, object: csv([]any{}, true), old: csv([]any{olmguard.CleanupFinalizer}, true),
 			good: reviewAnswer{code: http.StatusForbidden, message: user + " may not remove " + olmguard.CleanupFinalizer, uid: true}},
+		olmguard.ValidateCSVReplacesPath: {group: ops, version: "v1alpha1", kind: "ClusterServiceVersion", resource: "clusterserviceversions",
+			op: admissionv1.Create, user: user, object: selfReplacing,
+			good: reviewAnswer{allowed: true, warning: "CSV probe.v1 in namespace " + ns + " replaces itself", uid: true}},
 	}
 }
 
