@@ -59,7 +59,7 @@ func CheckReplacesCycles(csvs []v1alpha1.ClusterServiceVersion) []Finding {
 				Problem: problem + ": olm-operator, where it reports ClusterOperator status (OpenShift), loops at 100% CPU on them until it restarts, " +
 					"and deleting the CSV does not stop it (" + replaces.Reference + ")",
 				Evidence: evidence,
-				Fix: "break the cycle: remove spec.replaces of " + cycle[0] + " (or set it to the CSV it really replaces), or delete the CSV; then " + olmOperatorRestart}
+				Fix:      "break the cycle: remove spec.replaces of " + cycle[0] + " (or set it to the CSV it really replaces), or delete the CSV; then " + olmOperatorRestart}
 			out = append(out, withCommands(f, kubectl(ns, "patch", "csv").Name("", olm.ClusterServiceVersionKind, cycle[0]).
 				Args("--type=json", `-p=[{"op":"remove","path":"/spec/replaces"}]`)))
 		}
