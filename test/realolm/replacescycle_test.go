@@ -14,6 +14,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -28,16 +29,21 @@ import (
 // olm-operator does with --writePackageServerStatusName=operator-lifecycle-manager-packageserver.
 const clusterOperatorName = "olmguard-test-packageserver"
 
-// loopLines is how many log lines naming the CSV make a loop: a CSV OLM syncs normally, even one
-// waiting Pending with its retries, is named in a few dozen lines in minutes.
+// loopLines is how many of OLM's "<csv> replaced by <csv>" lines make a loop: the status handler
+// logs that line once per step of its walk (GetFinalCSVInReplacing), and a CSV that does not
+// replace itself is never logged as replaced by itself at all.
 const loopLines = 5000
+
+// loopLine is the line olm-operator's replacement walk logs at each step from a CSV that
+// replaces itself (OLM v0.46.0, logrus text format).
+func loopLine(name string) string { return fmt.Sprintf("msg=\"%s replaced by %s\"", name, name) }
 
 // selfReplacingCSV is a CSV labelled for ClusterOperator status whose spec.replaces is its own name.
 func selfReplacingCSV(ns, name string) *v1alpha1.ClusterServiceVersion {
 	return &v1alpha1.ClusterServiceVersion{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{olm.ClusterOperatorNameLabel: clusterOperatorName}},
 		Spec: v1alpha1.ClusterServiceVersionSpec{DisplayName: name, Version: "1.0.0", Replaces: name,
-			InstallStrategy: v1alpha1.NamedInstallStrategy{StrategyName: "deployment"}},
+			InstallStrategy: v1alpha1.NamedInstallStrategy{StrategyName: "deployment", StrategySpec: runtime.RawExtension{Raw: []byte(`{"deployments":[]}`)}}},
 	}
 }
 
@@ -97,9 +103,9 @@ func (l *lineCounter) growing(ctx context.Context, after int) (int, error) {
 
 // TestReplacesCycle (OCPBUGS-23954, OLM #3891): on stock OLM whose olm-operator reports
 // ClusterOperator status (--writePackageServerStatusName, as on OpenShift), a CSV labelled
-// olm.clusteroperator.name whose spec.replaces is its own name makes olm-operator loop: the lines
-// naming the CSV pass thousands and keep growing across reads, and keep growing after the CSV is
-// deleted. On a cluster of its own: the loop spins olm-operator until it stops, which would
+// olm.clusteroperator.name whose spec.replaces is its own name makes olm-operator loop: its
+// "<csv> replaced by <csv>" lines pass thousands and keep growing across reads, and keep growing
+// after the CSV is deleted. On a cluster of its own: the loop spins olm-operator until it stops, which would
 // disturb every other scenario; OLM is stopped as soon as the loop is shown. With olmguard's
 // --policy-replaces-cycle=enforce the same CSV is refused, citing OCPBUGS-23954; in warn (the
 // default) it is admitted with the warning. Fails without the guard: the CSV was admitted
@@ -119,16 +125,16 @@ func TestReplacesCycle(t *testing.T) {
 		if err := c.Client.Create(ctx, selfReplacingCSV(ns, name)); err != nil {
 			t.Fatal(err)
 		}
-		lines := &lineCounter{path: filepath.Join(o.Dir(), "olm.log"), needle: name}
+		lines := &lineCounter{path: filepath.Join(o.Dir(), "olm.log"), needle: loopLine(name)}
 		first, err := lines.growing(ctx, loopLines)
 		if err != nil {
-			t.Fatalf("stock OLM %s: %d log lines name CSV %s, want more than %d (a loop): %v", o.Version, first, name, loopLines, err)
+			t.Fatalf("stock OLM %s: %d log lines say CSV %s replaced by itself, want more than %d (a loop): %v", o.Version, first, name, loopLines, err)
 		}
 		second, err := lines.growing(ctx, first)
 		if err != nil {
 			t.Fatalf("stock OLM %s: the lines naming CSV %s stopped at %d: %v", o.Version, name, second, err)
 		}
-		t.Logf("stock OLM %s: %d, then %d log lines name CSV %s, e.g. %s", o.Version, first, second, name, lines.sample)
+		t.Logf("stock OLM %s: %d, then %d log lines say CSV %s replaced by itself: %s", o.Version, first, second, name, lines.sample)
 		csv := selfReplacingCSV(ns, name)
 		if err := c.Client.Delete(ctx, csv); err != nil {
 			t.Fatal(err)
