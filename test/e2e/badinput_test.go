@@ -321,7 +321,7 @@ func badCases() []badCase {
 		{name: "object is an array", edit: replaceObject([]any{map[string]any{"metadata": map[string]any{"name": "a"}}}),
 			want: decoding(": malformed object")},
 		{name: "object is a string", edit: replaceObject("probe"), want: decoding(": malformed object")},
-		// Only the Job handler reads spec (for its TTL); the others answer as to a whole object.
+		// Only the Job handler reads spec (for its TTL) and the replaces-cycle guard spec.replaces; the others answer as to a whole object.
 		{name: "object without spec", edit: func(_ reviewTarget, _, req map[string]any) { delete(req["object"].(map[string]any), "spec") },
 			want: func(path string, tg reviewTarget) reviewAnswer {
 				switch path {
@@ -332,6 +332,8 @@ func badCases() []badCase {
 					return reviewAnswer{allowed: true, warning: "namespace olmguard-probe has no OperatorGroup", uid: true}
 				case olmguard.ValidateOperatorGroupsPath:
 					return unchangedAnswer // no target namespaces to look up
+				case olmguard.ValidateCSVReplacesPath:
+					return unchangedAnswer // no spec.replaces: nothing to follow
 				}
 				return tg.good
 			}},
