@@ -20,12 +20,15 @@ type CSVReplaces interface {
 	Replaces(ctx context.Context, namespace, name string) (replaces string, found bool, err error)
 }
 
+// csvSlots bounds how many whole CSVs the replaces-cycle guard reads at once.
+var csvSlots = make(chan struct{}, 2)
+
 // LiveCSVReplaces reads CSVs one at a time from the apiserver with a consistent GET: two CSVs
 // that close a cycle may be applied from one file a moment apart. The guard follows one chain,
 // a GET per link (an upgrade leaves a chain of one or two), never lists the namespace: a CSV can
-// be megabytes, and a namespace may hold hundreds. A GET holds one of the lookup page slots, so
-// the process decodes at most that many whole objects at once. Only the request's namespace is
-// ever read.
+// be megabytes, and a namespace may hold hundreds. A GET holds one of csvSlots, so the process
+// decodes at most that many whole CSVs at once; the slots are not the Subscription lookups' (a
+// tenant creating CSVs must not delay F1's reads). Only the request's namespace is ever read.
 type LiveCSVReplaces struct {
 	Reader client.Reader
 	// Timeout bounds one GET (DefaultLookupTimeout when zero).
@@ -41,8 +44,8 @@ func (l LiveCSVReplaces) Replaces(ctx context.Context, namespace, name string) (
 	ctx, cancel := context.WithTimeout(ctx, orDefault(l.Timeout))
 	defer cancel()
 	select {
-	case pageSlots <- struct{}{}:
-		defer func() { <-pageSlots }()
+	case csvSlots <- struct{}{}:
+		defer func() { <-csvSlots }()
 	case <-ctx.Done():
 		return "", false, fmt.Errorf("waiting to read CSV %s/%s: %w", namespace, name, ctx.Err())
 	}
