@@ -142,6 +142,7 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	if okCSVs {
 		r.Findings = append(r.Findings, CheckCSVs(csvItems, o.Now(), o.StuckAfter)...)
 		r.Findings = append(r.Findings, CheckStuckCSVs(csvStatus, o.Now(), o.PendingAfter)...)
+		r.Findings = append(r.Findings, CheckReplacesCycles(csvStatus)...)
 		if okSubs {
 			r.Findings = append(r.Findings, CheckOrphanCSVs(csvItems, subs)...)
 			r.Findings = append(r.Findings, CheckBlockingCSVs(csvItems, subs, o.Now())...)
@@ -372,11 +373,11 @@ func adopt[T any](kept, items []T) []T {
 	return append(kept, items...)
 }
 
-// TrimCSV is what an audit keeps of a listed CSV: no spec, no managed fields, and only the
-// annotations a check reads. alm-examples alone is often 10 to 100 KB; kept for every CSV of a
+// TrimCSV is what an audit keeps of a listed CSV: of its spec only spec.replaces (the
+// replaces-cycle check), no managed fields, and only the annotations a check reads. alm-examples alone is often 10 to 100 KB; kept for every CSV of a
 // cluster it would be most of doctor's memory.
 func TrimCSV(c v1alpha1.ClusterServiceVersion) v1alpha1.ClusterServiceVersion {
-	c.Spec = v1alpha1.ClusterServiceVersionSpec{}
+	c.Spec = v1alpha1.ClusterServiceVersionSpec{Replaces: c.Spec.Replaces}
 	c.ManagedFields = nil
 	c.Annotations = cacheneeds.Keep(c.Annotations, []string{olm.OperatorNamespaceAnnotation, olmguard.CleanupAnnotation})
 	return c

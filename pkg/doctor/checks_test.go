@@ -320,14 +320,14 @@ func TestTrimCSVKeepsOnlyWhatChecksRead(t *testing.T) {
 		Labels: map[string]string{olm.CopiedFromLabel: "ops"},
 		Annotations: map[string]string{"alm-examples": strings.Repeat("x", 40<<10), olm.OperatorNamespaceAnnotation: "ops",
 			olmguard.CleanupAnnotation: olmguard.CleanupDisabled, "example.com/other": "y"}},
-		Spec: v1alpha1.ClusterServiceVersionSpec{DisplayName: "a"}}
+		Spec: v1alpha1.ClusterServiceVersionSpec{DisplayName: "a", Replaces: "a.v0"}}
 	got := TrimCSV(c)
 	want := map[string]string{olm.OperatorNamespaceAnnotation: "ops", olmguard.CleanupAnnotation: olmguard.CleanupDisabled}
 	if !reflect.DeepEqual(got.Annotations, want) {
 		t.Errorf("annotations %v, want %v", got.Annotations, want)
 	}
-	if got.Spec.DisplayName != "" || got.Labels[olm.CopiedFromLabel] != "ops" || got.Name != "a.v1" {
-		t.Errorf("trimmed CSV %+v: want no spec, labels and name kept", got.ObjectMeta)
+	if got.Spec.DisplayName != "" || got.Spec.Replaces != "a.v0" || got.Labels[olm.CopiedFromLabel] != "ops" || got.Name != "a.v1" {
+		t.Errorf("trimmed CSV %+v, spec %+v: want of the spec only replaces, labels and name kept", got.ObjectMeta, got.Spec)
 	}
 }
 

@@ -40,6 +40,10 @@ const (
 	// VersionLabel marks the CSVs OLM's own manifests install (packageserver): they have no
 	// Subscription by design.
 	VersionLabel = "olm.version"
+	// ClusterOperatorNameLabel marks the CSVs olm-operator reports in a ClusterOperator's status
+	// when it runs with --writePackageServerStatusName (OpenShift): only those reach the
+	// replacement walk that loops on a spec.replaces cycle (OCPBUGS-23954).
+	ClusterOperatorNameLabel = "olm.clusteroperator.name"
 	// JobNameLabel is set by the Job API on pod templates; OLM watches unpack pods by it.
 	JobNameLabel = "job-name"
 )

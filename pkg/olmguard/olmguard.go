@@ -54,6 +54,8 @@ const (
 	ValidateClusterServiceVersionsPath = "/validate/clusterserviceversions"
 	ValidateOperatorGroupsPath         = "/validate/operatorgroups"
 	ValidateCatalogSourcesPath         = "/validate/catalogsources"
+	// ValidateCSVReplacesPath judges a CSV's spec.replaces (the replaces-cycle guard).
+	ValidateCSVReplacesPath = "/validate/clusterserviceversions-replaces"
 )
 
 // MetricsPrefix starts the name of every metric olmguard exports.

@@ -101,5 +101,13 @@ func (w Webhook) Admission() []admit.Endpoint {
 				Rules: registration.OLMRule("clusterserviceversions", update), MatchConditions: registration.CleanupFinalizerRemoved()},
 			Handler: admit.Static(&validate.CSVHandler{Policies: w.Policies, CleanupUsers: w.CleanupUsers}),
 		},
+		{ // The replaces-cycle guard (OCPBUGS-23954): a CSV created, or given a new spec.replaces, whose
+			// replaces chain through its namespace's CSVs comes back to it. Only such writes are sent.
+			Webhook: registration.Webhook{Name: "clusterserviceversions-replaces.validate.olmguard.io", Path: olmguard.ValidateCSVReplacesPath,
+				Rules: registration.OLMRule("clusterserviceversions", create, update), MatchConditions: registration.ReplacesWritten()},
+			Handler: func(mgr manager.Manager) (admit.Decider, error) {
+				return &validate.CSVReplacesHandler{CSVs: admit.LiveCSVReplaces{Reader: mgr.GetAPIReader()}, Policies: w.Policies}, nil
+			},
+		},
 	}
 }

@@ -112,8 +112,8 @@ func TestBuildConfigurations(t *testing.T) {
 			t.Errorf("labels = %v, want %s=%s", l, olmguard.NameLabel, olmguard.Name)
 		}
 	}
-	if len(m.Webhooks) != 4 || len(v.Webhooks) != 5 {
-		t.Fatalf("got %d mutating and %d validating webhooks, want 4 and 5", len(m.Webhooks), len(v.Webhooks))
+	if len(m.Webhooks) != 4 || len(v.Webhooks) != 6 {
+		t.Fatalf("got %d mutating and %d validating webhooks, want 4 and 6", len(m.Webhooks), len(v.Webhooks))
 	}
 	for _, w := range m.Webhooks {
 		if w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
@@ -129,8 +129,8 @@ func TestBuildCommonFields(t *testing.T) {
 		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "guard"},
 	}}}
 	hs := hooks(o)
-	if len(hs) != 9 {
-		t.Fatalf("got %d distinct webhook names, want 9", len(hs))
+	if len(hs) != 10 {
+		t.Fatalf("got %d distinct webhook names, want 10", len(hs))
 	}
 	var paths []string
 	for name, h := range hs {
@@ -234,6 +234,13 @@ func TestBuildPerWebhook(t *testing.T) {
 			// Fails before the fix: the validating webhook had that selector.
 			group: "operators.coreos.com", version: "v1alpha1", resource: "clusterserviceversions", ops: ops(update),
 			conditions: []string{"'olmguard.io/cleanup' in oldObject.metadata.finalizers && !(has(object.metadata.finalizers) && 'olmguard.io/cleanup' in object.metadata.finalizers)"},
+		},
+		{
+			name: "clusterserviceversions-replaces.validate.olmguard.io", path: olmguard.ValidateCSVReplacesPath,
+			// Creates with a spec.replaces, and updates that change it or drop olm.copiedFrom: never
+			// OLM's finalizer and annotation updates.
+			group: "operators.coreos.com", version: "v1alpha1", resource: "clusterserviceversions", ops: ops(create, update),
+			conditions: []string{"object.spec.replaces != '' && (oldObject == null || !has(oldObject.spec) || !has(oldObject.spec.replaces) || oldObject.spec.replaces != object.spec.replaces || (has(oldObject.metadata.labels) && 'olm.copiedFrom' in oldObject.metadata.labels"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -71,6 +71,8 @@ func startWebhook() (stop func() error, err error) {
 			o.Endpoints[i].Handler = withCatalogTrustModes(p, withOperatorGroupModes(p, o.Endpoints[i].Handler))
 		case olmguard.ValidateCatalogSourcesPath:
 			o.Endpoints[i].Handler = withCatalogTrustModes(p, o.Endpoints[i].Handler)
+		case olmguard.ValidateCSVReplacesPath:
+			o.Endpoints[i].Handler = withReplacesModes(p, o.Endpoints[i].Handler)
 		}
 	}
 	s, err := webhook.New(env.Config, o)

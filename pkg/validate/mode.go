@@ -64,15 +64,21 @@ type Policies struct {
 	// CatalogTrust: a CatalogSource outside the trusted catalogs (TrustedCatalogs), and a
 	// Subscription installing from one (OLM #3820: OLM grants whatever such a catalog serves).
 	CatalogTrust Mode
+	// ReplacesCycle: a CSV whose spec.replaces names itself or closes a cycle with its
+	// namespace's CSVs (OCPBUGS-23954: olm-operator then loops where it reports ClusterOperator
+	// status, as on OpenShift).
+	ReplacesCycle Mode
 }
 
 // DefaultPolicies are the flag defaults: warn where OLM's own behaviour is only surprising,
 // enforce where a write would lose data or cleanup. OperatorGroups warns: a second OperatorGroup
 // stops installs in its namespace but deletes nothing, and is undone by deleting it; denying it
 // by default could break an installer that creates the new group before deleting the old one.
-// CatalogTrust is off: which catalogs to trust is the cluster's own decision.
+// CatalogTrust is off: which catalogs to trust is the cluster's own decision. ReplacesCycle warns:
+// a cycle harms only clusters whose olm-operator reports ClusterOperator status (OpenShift), and
+// OLM's own CSVs never form one; enforce refuses it.
 func DefaultPolicies() Policies {
-	return Policies{MixedApproval: Warn, DuplicatePackage: Warn, InstallPlanOwnerDrop: Enforce, CleanupFinalizer: Enforce, OperatorGroups: Warn, Approval: Warn, CatalogTrust: Off}
+	return Policies{MixedApproval: Warn, DuplicatePackage: Warn, InstallPlanOwnerDrop: Enforce, CleanupFinalizer: Enforce, OperatorGroups: Warn, Approval: Warn, CatalogTrust: Off, ReplacesCycle: Warn}
 }
 
 // Violation is one policy broken by a request.
@@ -123,5 +129,6 @@ func (p *Policies) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&p.OperatorGroups, "policy-operatorgroups", "mode of the policy against a second OperatorGroup in a namespace: enforce, warn or off; its warnings on missing target namespaces and on Subscriptions without an OperatorGroup are never denials, and off turns them off too")
 	fs.Var(&p.Approval, "policy-approval", "mode of the policy against approving an InstallPlan that is not its Subscriptions' newest, or that also upgrades a Manual Subscription it was not approved for: enforce, warn or off")
 	fs.Var(&p.CatalogTrust, "policy-catalog-trust", "mode of the policy against CatalogSources outside the trusted catalog namespaces and registries, and Subscriptions installing from them (OLM #3820): enforce, warn or off")
+	fs.Var(&p.ReplacesCycle, "policy-replaces-cycle", "mode of the policy against a CSV whose spec.replaces names itself or closes a cycle with its namespace's CSVs, which makes olm-operator loop where it reports ClusterOperator status (OCPBUGS-23954): enforce, warn or off")
 	fs.Var(&p.CleanupFinalizer, "policy-cleanup-finalizer", "mode of the policy against removing olmguard.io/cleanup while its cleanup is pending: enforce, warn or off")
 }

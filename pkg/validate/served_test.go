@@ -24,6 +24,8 @@ func served(d admit.Decider) admission.Handler {
 		rules = registration.OperatorGroupRule(create, update)
 	case *InstallPlanHandler:
 		rules = registration.OLMRule("installplans", update)
+	case *CSVReplacesHandler:
+		rules = registration.OLMRule("clusterserviceversions", create, update)
 	case *CSVHandler:
 		rules = registration.OLMRule("clusterserviceversions", update)
 	default:

@@ -172,6 +172,18 @@ type OLM struct {
 
 // StartOLM runs OLM version against the cluster. The cluster must serve OLM's own CRDs.
 func (c *Cluster) StartOLM(ctx context.Context, version string) (*OLM, error) {
+	return c.StartOLMWith(ctx, version, OLMOptions{})
+}
+
+// OLMOptions change how StartOLMWith runs OLM's operators; the zero value runs them as StartOLM.
+type OLMOptions struct {
+	// OLMArgs are further arguments of olm-operator, e.g.
+	// --writePackageServerStatusName=<name>, which OpenShift passes.
+	OLMArgs []string
+}
+
+// StartOLMWith runs OLM version against the cluster as o says.
+func (c *Cluster) StartOLMWith(ctx context.Context, version string, opts OLMOptions) (*OLM, error) {
 	bin, err := OLMBinaries(version)
 	if err != nil {
 		return nil, err
@@ -186,7 +198,7 @@ func (c *Cluster) StartOLM(ctx context.Context, version string) (*OLM, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	o.stop = cancel
 	env := append(os.Environ(), "KUBECONFIG="+o.Kubeconfig, "OPERATOR_NAMESPACE="+OLMNamespace, "OPERATOR_NAME=olm-operator")
-	o.supervise(runCtx, "olm", env, "--namespace", OLMNamespace)
+	o.supervise(runCtx, "olm", env, append([]string{"--namespace", OLMNamespace}, opts.OLMArgs...)...)
 	o.supervise(runCtx, "catalog", env, "--namespace", OLMNamespace, "--kubeconfig", o.Kubeconfig,
 		"--opmImage", "olmguard.test/opm", "--util-image", "olmguard.test/util")
 	o.unpacked = map[string]bool{}

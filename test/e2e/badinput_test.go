@@ -162,6 +162,11 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 				"status": map[string]any{"phase": "Succeeded", "reason": "InstallSucceeded"}}
 		}
 	}
+	selfReplacing := func(pad string) map[string]any {
+		o := csv(nil, false)(pad)
+		o["spec"].(map[string]any)["replaces"] = "probe.v1"
+		return o
+	}
 	const hash = "3f7a9c0b1d2e4f5061728394a5b6c7d8e9f00112233445566778899aabbcc"
 	job := func(pad string) map[string]any {
 		return map[string]any{"apiVersion": "batch/v1", "kind": "Job",
@@ -230,6 +235,9 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 		olmguard.ValidateClusterServiceVersionsPath: {group: ops, version: "v1alpha1", kind: "ClusterServiceVersion", resource: "clusterserviceversions",
 			op: admissionv1.Update, user: user, object: csv([]any{}, true), old: csv([]any{olmguard.CleanupFinalizer}, true),
 			good: reviewAnswer{code: http.StatusForbidden, message: user + " may not remove " + olmguard.CleanupFinalizer, uid: true}},
+		olmguard.ValidateCSVReplacesPath: {group: ops, version: "v1alpha1", kind: "ClusterServiceVersion", resource: "clusterserviceversions",
+			op: admissionv1.Create, user: user, object: selfReplacing,
+			good: reviewAnswer{allowed: true, warning: "CSV probe.v1 in namespace " + ns + " replaces itself", uid: true}},
 	}
 }
 
@@ -329,7 +337,7 @@ func badCases() []badCase {
 		{name: "object is an array", edit: replaceObject([]any{map[string]any{"metadata": map[string]any{"name": "a"}}}),
 			want: decoding(": malformed object")},
 		{name: "object is a string", edit: replaceObject("probe"), want: decoding(": malformed object")},
-		// Only the Job handler reads spec (for its TTL); the others answer as to a whole object.
+		// Only the Job handler reads spec (for its TTL) and the replaces-cycle guard spec.replaces; the others answer as to a whole object.
 		{name: "object without spec", edit: func(_ reviewTarget, _, req map[string]any) { delete(req["object"].(map[string]any), "spec") },
 			want: func(path string, tg reviewTarget) reviewAnswer {
 				switch path {
@@ -340,6 +348,8 @@ func badCases() []badCase {
 					return reviewAnswer{allowed: true, warning: "namespace olmguard-probe has no OperatorGroup", uid: true}
 				case olmguard.ValidateOperatorGroupsPath:
 					return unchangedAnswer // no target namespaces to look up
+				case olmguard.ValidateCSVReplacesPath:
+					return unchangedAnswer // no spec.replaces: nothing to follow
 				}
 				return tg.good
 			}},

@@ -187,6 +187,8 @@ func checkWebhookConfigurations(t *testing.T, overlay string, objs []*unstructur
 		{"operatorgroups.validate.olmguard.io", "operators.coreos.com/operatorgroups", "CREATE,UPDATE"},
 		{"installplans.validate.olmguard.io", "operators.coreos.com/installplans", "UPDATE"},
 		{"clusterserviceversions.validate.olmguard.io", "operators.coreos.com/clusterserviceversions", "UPDATE"},
+		// The replaces-cycle guard (issue 34, OCPBUGS-23954): only writes of spec.replaces, by matchCondition.
+		{"clusterserviceversions-replaces.validate.olmguard.io", "operators.coreos.com/clusterserviceversions", "CREATE,UPDATE"},
 	}
 	var got []sel
 	check := func(name string, rules []admissionregistrationv1.RuleWithOperations, fp *admissionregistrationv1.FailurePolicyType,

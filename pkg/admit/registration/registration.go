@@ -230,6 +230,21 @@ func CleanupFinalizerRemoved() []admissionregistrationv1.MatchCondition {
 	}}
 }
 
+// ReplacesWritten sends only the CSV writes the replaces-cycle guard judges: a create with a
+// spec.replaces, and an update that changes spec.replaces or takes the olm.copiedFrom label off
+// (a copy is outside OLM's walk; a CSV that stops being one joins it). OLM writes spec.replaces
+// once, when it creates the CSV, so none of OLM's updates (its finalizer, annotations) is sent:
+// a CSV is often megabytes.
+func ReplacesWritten() []admissionregistrationv1.MatchCondition {
+	copied := celString(olm.CopiedFromLabel)
+	return []admissionregistrationv1.MatchCondition{{
+		Name: "replaces-written",
+		Expression: "has(object.spec) && has(object.spec.replaces) && object.spec.replaces != '' && (oldObject == null || " +
+			"!has(oldObject.spec) || !has(oldObject.spec.replaces) || oldObject.spec.replaces != object.spec.replaces || " +
+			"(has(oldObject.metadata.labels) && " + copied + " in oldObject.metadata.labels && !(has(object.metadata.labels) && " + copied + " in object.metadata.labels)))",
+	}}
+}
+
 // ExcludedNamespaces are the namespaces whose objects are never sent to olmguard.
 func ExcludedNamespaces(namespace string) []string {
 	ns := []string{"kube-system"}
