@@ -34,6 +34,13 @@ timed() { # label command...
   log "built $label in $((SECONDS - start))s"
 }
 
+# with_progress runs a command whose output names one compiled package per line, and prints a count
+# every 200 lines instead; its exit status is the command's.
+with_progress() {
+  "$@" 2>&1 | awk '{n++; if (n % 200 == 0) printf "[test-binaries]   ... %d packages compiled\n", n > "/dev/stderr"}'
+  return "${PIPESTATUS[0]}"
+}
+
 # kube_module prepares the scratch module that builds k8s.io/kubernetes commands into $kube_dir,
 # and the ldflags that stamp their version in $kube_ldflags.
 kube_module() {
@@ -58,10 +65,11 @@ build_kubernetes() {
   [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/kube-scheduler" ] && return 0
   kube_module
   mkdir -p "$out.tmp"
+  # go build -v names each package it compiles: counted, not printed. Only the build's output goes
+  # through the counter, so timed's own lines (and the time it took) still reach the log.
   (cd "$kube_dir" && timed "kube-apiserver, kube-controller-manager, kube-scheduler $KUBE_VERSION" \
-    env GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 go build -v -trimpath -ldflags "$kube_ldflags" -o "$out.tmp/" \
-      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler 2>&1 |
-    awk '{n++; if (n % 200 == 0) printf "[test-binaries]   ... %d packages compiled\n", n > "/dev/stderr"}')
+    with_progress env GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 go build -v -trimpath -ldflags "$kube_ldflags" -o "$out.tmp/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 
