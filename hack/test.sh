@@ -80,10 +80,21 @@ tier "ha: two kube-apiservers, one etcd" $GO test -count=1 -timeout 20m ./test/h
 # Their test binaries are built first, one after the other, so that the two do not compile at once.
 prebuilt=$(mktemp -d)
 $GO test -c -o "$prebuilt/" ./test/e2e/ ./test/realolm/tier/ >/dev/null
-rm -rf "$prebuilt"
+# While those two mostly wait, what the later tiers need is made ready at a lower priority: the
+# real node's packages, kubelet and kubectl (a cold build of several minutes; at once when cached)
+# and the later tiers' test binaries. Its output is kept for a failure; each tier still builds
+# what it lacks itself.
+ahead_log=$prebuilt/ahead.log
+( nice -n 10 bash -c "hack/install-node-packages.sh && hack/test-binaries.sh kubelet && $GO test -c -o '$prebuilt/' ./test/hostile/ ./test/node/ ./test/realnode/" >"$ahead_log" 2>&1 ) &
+ahead=$!
 side_by_side \
   "e2e: kwok cluster, olmguard's binaries|$GO test -count=1 -timeout 45m ./test/e2e/" \
   "real OLM (${OLMGUARD_OLM_VERSION:-v0.46.0}): kwok cluster, OLM's own operators|$GO test -count=1 -timeout 30m ./test/realolm/tier/"
+if ! wait "$ahead"; then
+  echo "== preparing the later tiers failed (each tier retries what it needs):"
+  cat "$ahead_log"
+fi
+rm -rf "$prebuilt"
 # The setting SECURITY.md gives shared clusters: the webhook authenticates the kube-apiserver.
 tier "hostile tenant: OLM's own operators, a tenant with edit" env OLMGUARD_HOSTILE_CLIENT_AUTH=${OLMGUARD_HOSTILE_CLIENT_AUTH:-1} $GO test -count=1 -timeout 20m ./test/hostile/
 tier "real node: kubelet + containerd, olmguard installed as users do" real_node
