@@ -55,6 +55,10 @@ Flags of doctor:
   --include-copied-csvs
                       also read CSVs labelled olm.copiedFrom, OLM's copies of an AllNamespaces
                       operator's CSV (left out by default, as OLM's own informers leave them out)
+  --copied-csvs-above N
+                      report OLM's copies of operators installed for all namespaces when they are
+                      more than N, counted from the originals and the namespaces (default 1000;
+                      0 leaves the check out)
 `
 
 func main() {
@@ -100,6 +104,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// out: no check reports a copy, and on a cluster of many namespaces they are most of
 		// the CSVs, each with its original's annotations.
 		do.SkipCopiedCSVs = true
+		fs.IntVar(&do.CopiedCSVsAbove, "copied-csvs-above", do.CopiedCSVsAbove, "report OLM's copied CSVs when more than this many (0: never)")
 		fs.BoolFunc("include-copied-csvs", "also read CSVs labelled olm.copiedFrom (OLM's copies; none is reported, OLM ignores them)", func(v string) error {
 			include, err := strconv.ParseBool(v)
 			do.SkipCopiedCSVs = !include

@@ -54,6 +54,10 @@ type Options struct {
 	// olm.copiedFrom) when listing: no check reports a copy, and on clusters with many namespaces
 	// they are most of the CSVs. The controller's periodic audit sets it.
 	SkipCopiedCSVs bool
+	// CopiedCSVsAbove is how many of OLM's copied CSVs pass without a finding
+	// (CheckCopiedCSVs); 0 leaves the check out. It runs on a whole-cluster audit only, and
+	// counts the copies from the originals and the namespaces, without reading a copy.
+	CopiedCSVsAbove int
 	// Progress receives progress lines (nil: none).
 	Progress io.Writer
 	Now      func() time.Time
@@ -65,7 +69,7 @@ func DefaultOptions() Options {
 	// and of a tenant's 1 MiB Subscriptions 100 MB (docs/performance.md, "A cluster of 2,000
 	// namespaces").
 	return Options{StuckAfter: 5 * time.Minute, PendingAfter: 10 * time.Minute, Recheck: 3 * time.Second, PageSize: 500,
-		CSVPageSize: 100, SubscriptionPageSize: 100, Now: time.Now}
+		CSVPageSize: 100, SubscriptionPageSize: 100, CopiedCSVsAbove: DefaultCopiedCSVsAbove, Now: time.Now}
 }
 
 // Report is the outcome of an audit.
@@ -154,6 +158,11 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 	})
 	if okOGs && okSubs && okCSVs {
 		r.Findings = append(r.Findings, CheckOperatorGroups(ogs, subs, csvStatus)...)
+	}
+	if okOGs && okCSVs && o.CopiedCSVsAbove > 0 && o.Namespace == "" {
+		if cfg, ok := a.copiedCSVs(ctx); ok {
+			r.Findings = append(r.Findings, CheckCopiedCSVs(CopySources(csvStatus, ogs, cfg.Namespaces), cfg, o.CopiedCSVsAbove)...)
+		}
 	}
 
 	var jobs []batchv1.Job
@@ -330,6 +339,34 @@ func (a *auditor) unpackConfigMaps(ctx context.Context) UnpackConfigMaps {
 
 // packageServer reads OLM's packages APIService; nil when there is none. It reports false when the
 // check cannot run (recorded as skipped, or as the audit's error).
+// copiedCSVs counts the namespaces (metadata only) and reads OLMConfig's copy switch.
+func (a *auditor) copiedCSVs(ctx context.Context) (CopiedCSVs, bool) {
+	var cfg CopiedCSVs
+	nsList := &metav1.PartialObjectMetadataList{}
+	nsList.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	if !a.listCluster(ctx, "Namespaces", "OLM", nsList, func(l client.ObjectList) {
+		cfg.Namespaces += meta.LenList(l)
+	}) {
+		return cfg, false
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: olm.Group, Version: olm.OLMConfigVersion, Kind: olm.OLMConfigKind})
+	err := a.c.Get(ctx, types.NamespacedName{Name: olm.OLMConfigName}, u)
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err): // no OLMConfig, or OLM before v0.20: copies on
+		return cfg, true
+	case apierrors.IsForbidden(err):
+		a.r.Skipped = append(a.r.Skipped, fmt.Sprintf("OLM checks: cannot get OLMConfig %s: %v", olm.OLMConfigName, err))
+		return cfg, false
+	case err != nil:
+		a.err = fmt.Errorf("reading OLMConfig %s: %w", olm.OLMConfigName, err)
+		return cfg, false
+	}
+	cfg.OLMConfigFound = true
+	cfg.Disabled, _, _ = unstructured.NestedBool(u.Object, "spec", "features", "disableCopiedCSVs")
+	return cfg, true
+}
+
 func (a *auditor) packageServer(ctx context.Context) (*APIService, bool) {
 	if a.err != nil {
 		return nil, false

@@ -82,3 +82,12 @@ const (
 
 // CatalogServerPort is the gRPC port of catalog pods.
 const CatalogServerPort = 50051
+
+// OLMConfig: OLM's cluster-wide settings (operators.coreos.com/v1, cluster-scoped, one object).
+// spec.features.disableCopiedCSVs (since v0.20.0) stops the copies of operators installed for all
+// namespaces and deletes those there are; no OLMConfig means copies are on (olm-facts N4).
+const (
+	OLMConfigKind    = "OLMConfig"
+	OLMConfigVersion = "v1"
+	OLMConfigName    = "cluster"
+)

@@ -59,6 +59,7 @@ func auditOptions() doctor.Options {
 	o.CSVPageSize = 5
 	o.SubscriptionPageSize = 10 // 200 Subscriptions of 1 MiB: docs/performance.md
 	o.SkipCopiedCSVs = true
+	o.CopiedCSVsAbove = 0 // doctor's count of OLM's copies: namespaces and OLMConfig, which the controller may not read
 	return o
 }
 
