@@ -375,3 +375,28 @@ func TestRespondEscapesControlCharacters(t *testing.T) {
 		}
 	}
 }
+
+// checkValidatingResponse fails a fuzz input whose response a validating endpoint must never give:
+// a patch, a denial without a reason, or a denial other than a bad request (400) or the one policy
+// denial the endpoint may give (403, mayDeny true for the message).
+func checkValidatingResponse(t *testing.T, resp admission.Response, what string, mayDeny func(msg string) bool) {
+	t.Helper()
+	if len(resp.Patches) != 0 {
+		t.Fatalf("a validating handler patched: %v", resp.Patches)
+	}
+	if resp.Allowed {
+		return
+	}
+	if resp.Result == nil || resp.Result.Message == "" {
+		t.Fatalf("denied without a reason: %+v", resp.Result)
+	}
+	switch resp.Result.Code {
+	case http.StatusBadRequest:
+	case http.StatusForbidden:
+		if !mayDeny(resp.Result.Message) {
+			t.Fatalf("%s denied: %q", what, resp.Result.Message)
+		}
+	default:
+		t.Fatalf("denied with code %d: %+v", resp.Result.Code, resp.Result)
+	}
+}
