@@ -156,15 +156,28 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		verb = "starting the stopped"
 	}
 	c.logf("%s cluster %s (kwokctl binary runtime, binaries from %s)", verb, c.Name, opts.BinDir)
-	if err := c.kwok.create(ctx); err != nil {
-		return fail(err)
-	}
-	c.logf("cluster %s: control plane up in %s", c.Name, time.Since(start).Round(100*time.Millisecond))
-	if err := c.connect(); err != nil {
-		return fail(err)
-	}
-	if err := c.waitServing(ctx); err != nil {
-		return fail(err)
+	// kwokctl picks the components' ports when it creates a cluster; another cluster created at
+	// the same moment (tiers run side by side) can take one before the component binds it, and the
+	// component exits (etcd: "bind: address already in use"). Such a cluster is created anew, with
+	// new ports; any other failure ends the start.
+	for attempt := 1; ; attempt++ {
+		err := c.kwok.create(ctx)
+		if err == nil {
+			c.logf("cluster %s: control plane up in %s", c.Name, time.Since(start).Round(100*time.Millisecond))
+			if err = c.connect(); err == nil {
+				err = c.waitServing(ctx)
+			}
+		}
+		if err == nil {
+			break
+		}
+		if attempt == maxCreateAttempts || restart || !c.portTaken() {
+			return fail(err)
+		}
+		c.logf("cluster %s: a component's port was taken by another process (%v): creating the cluster again", c.Name, err)
+		if err := c.kwok.delete(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	if err := c.installCRDs(ctx, true); err != nil {
 		return fail(err)

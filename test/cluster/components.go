@@ -167,6 +167,23 @@ func readPid(path string) (int, error) {
 }
 
 // dumpLogs prints the end of every component's log (when creation failed, before deletion).
+// maxCreateAttempts is how many times Start creates a cluster whose component lost its port.
+const maxCreateAttempts = 3
+
+// portTaken reports whether a component's log says it could not bind its port.
+func (c *Cluster) portTaken() bool {
+	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, KwokController} {
+		path, err := c.LogPath(name)
+		if err != nil {
+			continue
+		}
+		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), "address already in use") {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Cluster) dumpLogs() {
 	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, KwokController} {
 		path, err := c.LogPath(name)

@@ -1,0 +1,38 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Start creates a cluster anew only when a component lost its port to another process: that is
+// read from the components' logs, where kwokctl's binary runtime keeps them.
+func TestPortTaken(t *testing.T) {
+	t.Setenv("OLMGUARD_CACHE", t.TempDir())
+	c := &Cluster{Name: "ports", managed: true}
+	work := filepath.Join(t.TempDir(), "work")
+	config := "kind: KwokctlConfiguration\ncomponents:\n- name: etcd\n  binary: /bin/etcd\n  workDir: " + work +
+		"\n- name: kube-apiserver\n  binary: /bin/kube-apiserver\n  workDir: " + work + "\n"
+	for path, data := range map[string]string{
+		filepath.Join(kwokClusterDir(c.Name), "kwok.yaml"): config,
+		filepath.Join(work, "logs", "kube-apiserver.log"):  "serving securely on 127.0.0.1:32747\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.portTaken() {
+		t.Fatal("no log says a port was taken")
+	}
+	etcdLog := `{"level":"fatal","msg":"discovery failed","error":"listen tcp 127.0.0.1:32751: bind: address already in use"}` + "\n"
+	if err := os.WriteFile(filepath.Join(work, "logs", "etcd.log"), []byte(etcdLog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !c.portTaken() {
+		t.Fatal("etcd's log says its port was taken")
+	}
+}
