@@ -70,8 +70,8 @@ func (l *lineCounter) read() (int, error) {
 	for {
 		n, err := f.Read(buf)
 		l.offset += int64(n)
-		data := append(l.partial, buf[:n]...)
-		lines := bytes.Split(data, []byte("\n"))
+		l.partial = append(l.partial, buf[:n]...)
+		lines := bytes.Split(l.partial, []byte("\n"))
 		l.partial = append([]byte(nil), lines[len(lines)-1]...)
 		for _, line := range lines[:len(lines)-1] {
 			if bytes.Contains(line, []byte(l.needle)) {
