@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs olmguard's test tiers, one after another except the end-to-end and real-OLM tiers, which
-# run side by side, and ends with a table of each tier's wall time, so
+# Runs olmguard's test tiers, one after another except the end-to-end, real-OLM and hostile-tenant
+# tiers, which run side by side, and ends with a table of each tier's wall time, so
 # the CI budget (CI stops at 90 minutes; the goal is 30 warm and 50 cold on 2 cores) stays visible. Every tier runs even if
 # an earlier one failed; the exit status is non-zero if any failed.
 #   hack/test.sh            all tiers
@@ -75,28 +75,30 @@ real_node() {
 tier "lint (gofmt, go vet, golangci-lint)" make --no-print-directory lint
 tier "unit + envtest" $GO test -count=1 -timeout 30m $unit_pkgs
 tier "ha: two kube-apiservers, one etcd" $GO test -count=1 -timeout 20m ./test/ha/
-# The kwok end-to-end tier and the real-OLM tier each start clusters of their own and spend most
-# of their time waiting on OLM's resync intervals: side by side they take the time of the longer.
-# Their test binaries are built first, one after the other, so that the two do not compile at once.
+# The kwok end-to-end tier, the real-OLM tier and the hostile-tenant tier each start clusters of
+# their own; the first two spend most of their time waiting on OLM's resync intervals, and the
+# third (two minutes) fits in that idle time: side by side they take the time of the longest.
+# Their test binaries are built first, one after the other, so that they do not compile at once.
+# The hostile tier runs with the setting SECURITY.md gives shared clusters: the webhook
+# authenticates the kube-apiserver.
 prebuilt=$(mktemp -d)
-$GO test -c -o "$prebuilt/" ./test/e2e/ ./test/realolm/tier/ >/dev/null
-# While those two mostly wait, what the later tiers need is made ready at a lower priority: the
+$GO test -c -o "$prebuilt/" ./test/e2e/ ./test/realolm/tier/ ./test/hostile/ >/dev/null
+# While those mostly wait, what the later tiers need is made ready at a lower priority: the
 # real node's packages, kubelet and kubectl (a cold build of several minutes; at once when cached)
-# and the later tiers' test binaries. Its output is kept for a failure; each tier still builds
+# and the real node's test binaries. Its output is kept for a failure; each tier still builds
 # what it lacks itself.
 ahead_log=$prebuilt/ahead.log
-( nice -n 10 bash -c "hack/install-node-packages.sh && hack/test-binaries.sh kubelet && $GO test -c -o '$prebuilt/' ./test/hostile/ ./test/node/ ./test/realnode/" >"$ahead_log" 2>&1 ) &
+( nice -n 10 bash -c "hack/install-node-packages.sh && hack/test-binaries.sh kubelet && $GO test -c -o '$prebuilt/' ./test/node/ ./test/realnode/" >"$ahead_log" 2>&1 ) &
 ahead=$!
 side_by_side \
   "e2e: kwok cluster, olmguard's binaries|$GO test -count=1 -timeout 45m ./test/e2e/" \
-  "real OLM (${OLMGUARD_OLM_VERSION:-v0.46.0}): kwok cluster, OLM's own operators|$GO test -count=1 -timeout 30m ./test/realolm/tier/"
+  "real OLM (${OLMGUARD_OLM_VERSION:-v0.46.0}): kwok cluster, OLM's own operators|$GO test -count=1 -timeout 30m ./test/realolm/tier/" \
+  "hostile tenant: OLM's own operators, a tenant with edit|env OLMGUARD_HOSTILE_CLIENT_AUTH=${OLMGUARD_HOSTILE_CLIENT_AUTH:-1} $GO test -count=1 -timeout 20m ./test/hostile/"
 if ! wait "$ahead"; then
   echo "== preparing the later tiers failed (each tier retries what it needs):"
   cat "$ahead_log"
 fi
 rm -rf "$prebuilt"
-# The setting SECURITY.md gives shared clusters: the webhook authenticates the kube-apiserver.
-tier "hostile tenant: OLM's own operators, a tenant with edit" env OLMGUARD_HOSTILE_CLIENT_AUTH=${OLMGUARD_HOSTILE_CLIENT_AUTH:-1} $GO test -count=1 -timeout 20m ./test/hostile/
 tier "real node: kubelet + containerd, olmguard installed as users do" real_node
 if [ -n "${OLM_CRDS:-}" ]; then
   tier "again with OLM's CRDs ($OLM_CRDS)" env OLMGUARD_OLM_CRDS="$OLM_CRDS" $GO test -count=1 -timeout 20m ${REAL_CRD_PKGS:?set by the Makefile}
