@@ -184,8 +184,12 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 			for k, v := range annotations {
 				a[k] = v
 			}
+			// Owned by a CSV, as OLM's step writes it (serviceaccounts.StepWrite).
+			owner := map[string]any{"apiVersion": ops + "/v1alpha1", "kind": "ClusterServiceVersion", "name": "probe.v1",
+				"uid": "00000000-0000-0000-0000-000000003607"}
 			return map[string]any{"apiVersion": "v1", "kind": "ServiceAccount",
-				"metadata": map[string]any{"name": "probe-operator", "namespace": ns, "labels": map[string]any{"olm.managed": "true"}, "annotations": a}}
+				"metadata": map[string]any{"name": "probe-operator", "namespace": ns, "labels": map[string]any{"olm.managed": "true"},
+					"annotations": a, "ownerReferences": []any{owner}}}
 		}
 	}
 	subscription := func(pad string) map[string]any {

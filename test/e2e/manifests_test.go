@@ -181,6 +181,7 @@ func checkWebhookConfigurations(t *testing.T, overlay string, objs []*unstructur
 		{"installplans.mutate.olmguard.io", "operators.coreos.com/installplans", "CREATE,UPDATE"},
 		{"clusterserviceversions.mutate.olmguard.io", "operators.coreos.com/clusterserviceversions", "CREATE,UPDATE"},
 		{"jobs.mutate.olmguard.io", "batch/jobs", "CREATE"},
+		{"serviceaccounts.mutate.olmguard.io", "/serviceaccounts", "UPDATE"},
 		{"subscriptions.validate.olmguard.io", "operators.coreos.com/subscriptions", "CREATE,UPDATE"},
 		// Catalog trust (issue 20, newer than DESIGN.md): CatalogSources as they are written.
 		{"catalogsources.validate.olmguard.io", "operators.coreos.com/catalogsources", "CREATE,UPDATE"},
