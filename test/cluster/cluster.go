@@ -76,6 +76,8 @@ type Cluster struct {
 	nodes []string
 	// onStop runs before the cluster is deleted: the processes started against it (OLM).
 	onStop []func()
+	// portsHeld releases the machine-wide create lock StopComponent took (stoppedHoldsPorts).
+	portsHeld map[string]func()
 }
 
 // Node labels and annotations.
@@ -249,6 +251,7 @@ func (c *Cluster) Stop() error {
 	for _, stop := range stops {
 		stop()
 	}
+	c.releasePorts("")
 	if !c.managed {
 		return nil
 	}

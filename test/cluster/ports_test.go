@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Start creates a cluster anew only when a component lost its port to another process: that is
@@ -34,5 +36,41 @@ func TestPortTaken(t *testing.T) {
 	}
 	if !c.portTaken() {
 		t.Fatal("etcd's log says its port was taken")
+	}
+}
+
+// A stopped component holds kwokctl's create lock until the last stopped component of the process
+// starts again: a create meanwhile waits instead of taking the stopped component's port.
+func TestStoppedComponentsHoldTheCreateLock(t *testing.T) {
+	t.Setenv("OLMGUARD_CACHE", t.TempDir())
+	ctx := context.Background()
+	lock := filepath.Join(WorkDir(), ".create.lock")
+	free := func() bool {
+		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		unlock, err := lockFile(tctx, lock)
+		if err != nil {
+			return false
+		}
+		unlock()
+		return true
+	}
+	c := &Cluster{Name: "held", managed: true}
+	if err := c.holdPorts(ctx, KubeAPIServer); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.holdPorts(ctx, KubeControllerManager); err != nil {
+		t.Fatal(err) // a second stopped component must not wait on the process's own lock
+	}
+	if free() {
+		t.Fatal("a create could take the lock while two components are stopped")
+	}
+	c.releasePorts(KubeAPIServer)
+	if free() {
+		t.Fatal("a create could take the lock while one component is still stopped")
+	}
+	c.releasePorts("")
+	if !free() {
+		t.Fatal("the lock stayed held after every component started again")
 	}
 }
