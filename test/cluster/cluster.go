@@ -76,8 +76,9 @@ type Cluster struct {
 	nodes []string
 	// onStop runs before the cluster is deleted: the processes started against it (OLM).
 	onStop []func()
-	// portsHeld releases the machine-wide create lock StopComponent took (stoppedHoldsPorts).
-	portsHeld map[string]func()
+	// portsHeld are the components StopComponent stopped, each holding the machine-wide create
+	// lock (holdPorts) until it starts again.
+	portsHeld map[string]bool
 }
 
 // Node labels and annotations.
@@ -158,10 +159,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		verb = "starting the stopped"
 	}
 	c.logf("%s cluster %s (kwokctl binary runtime, binaries from %s)", verb, c.Name, opts.BinDir)
-	// kwokctl picks the components' ports when it creates a cluster; another cluster created at
-	// the same moment (tiers run side by side) can take one before the component binds it, and the
-	// component exits (etcd: "bind: address already in use"). Such a cluster is created anew, with
-	// new ports; any other failure ends the start.
+	// kwokctl picks the components' ports when it creates a cluster, by trying which are free;
+	// a process that binds one first (tiers run side by side) makes the component exit (etcd:
+	// "bind: address already in use"). holdPorts keeps test/cluster's own restarts out of the
+	// way; such a cluster is still created anew, with new ports. Any other failure ends the start.
 	for attempt := 1; ; attempt++ {
 		err := c.kwok.create(ctx)
 		if err == nil {

@@ -173,7 +173,6 @@ func readPid(path string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(data)))
 }
 
-// dumpLogs prints the end of every component's log (when creation failed, before deletion).
 // holdPorts takes the machine-wide lock that kwokctl creates take (kwokctl.create) for as long as
 // component name is stopped. kwokctl picks a new cluster's ports by trying which are free: a
 // stopped component's port is free, and a cluster created then (tiers run side by side) takes it,
@@ -183,7 +182,7 @@ func readPid(path string) (int, error) {
 // wait on itself).
 func (c *Cluster) holdPorts(ctx context.Context, name string) error {
 	c.mu.Lock()
-	_, held := c.portsHeld[name]
+	held := c.portsHeld[name]
 	c.mu.Unlock()
 	if held {
 		return nil
@@ -194,9 +193,9 @@ func (c *Cluster) holdPorts(ctx context.Context, name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.portsHeld == nil {
-		c.portsHeld = map[string]func(){}
+		c.portsHeld = map[string]bool{}
 	}
-	c.portsHeld[name] = stoppedPorts.release
+	c.portsHeld[name] = true
 	return nil
 }
 
@@ -204,9 +203,9 @@ func (c *Cluster) holdPorts(ctx context.Context, name string) error {
 func (c *Cluster) releasePorts(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for n, release := range c.portsHeld {
+	for n := range c.portsHeld {
 		if name == "" || n == name {
-			release()
+			stoppedPorts.release()
 			delete(c.portsHeld, n)
 		}
 	}
@@ -225,7 +224,7 @@ func (h *portHold) acquire(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.n == 0 {
-		unlock, err := lockFile(ctx, filepath.Join(WorkDir(), ".create.lock"))
+		unlock, err := lockFile(ctx, createLockPath())
 		if err != nil {
 			return err
 		}
@@ -250,32 +249,31 @@ const maxCreateAttempts = 3
 
 // portTaken reports whether a component's log says it could not bind its port.
 func (c *Cluster) portTaken() bool {
-	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, KwokController} {
-		path, err := c.LogPath(name)
-		if err != nil {
-			continue
-		}
-		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), "address already in use") {
-			return true
-		}
-	}
-	return false
+	taken := false
+	c.eachLog(func(_ string, data []byte) { taken = taken || bytes.Contains(data, []byte("address already in use")) })
+	return taken
 }
 
-func (c *Cluster) dumpLogs() {
+// eachLog calls fn with the path and contents of every component's log that can be read.
+func (c *Cluster) eachLog(fn func(path string, data []byte)) {
 	for _, name := range []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, KwokController} {
 		path, err := c.LogPath(name)
 		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			continue
+		if data, err := os.ReadFile(path); err == nil {
+			fn(path, data)
 		}
+	}
+}
+
+// dumpLogs prints the end of every component's log (when creation failed, before deletion).
+func (c *Cluster) dumpLogs() {
+	c.eachLog(func(path string, data []byte) {
 		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 		if len(lines) > 25 {
 			lines = lines[len(lines)-25:]
 		}
 		c.logf("--- last lines of %s:\n%s", path, strings.Join(lines, "\n"))
-	}
+	})
 }

@@ -121,7 +121,7 @@ func (k kwokctl) create(ctx context.Context) error {
 	if err := k.prepare(); err != nil {
 		return err
 	}
-	unlock, err := lockFile(ctx, filepath.Join(WorkDir(), ".create.lock"))
+	unlock, err := lockFile(ctx, createLockPath())
 	if err != nil {
 		return err
 	}
@@ -236,6 +236,10 @@ func readVersions(path string) (map[string]string, error) {
 	}
 	return vars, sc.Err()
 }
+
+// createLockPath is the flock every kwokctl create of the machine takes, and a stopped component
+// holds (holdPorts).
+func createLockPath() string { return filepath.Join(WorkDir(), ".create.lock") }
 
 // lockFile takes an exclusive flock, waiting until ctx is done.
 func lockFile(ctx context.Context, path string) (unlock func(), err error) {

@@ -44,7 +44,7 @@ func TestPortTaken(t *testing.T) {
 func TestStoppedComponentsHoldTheCreateLock(t *testing.T) {
 	t.Setenv("OLMGUARD_CACHE", t.TempDir())
 	ctx := context.Background()
-	lock := filepath.Join(WorkDir(), ".create.lock")
+	lock := createLockPath()
 	free := func() bool {
 		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
