@@ -29,11 +29,10 @@ func Poll(ctx context.Context, cond func(ctx context.Context) (bool, error)) err
 // within Patience or returns an error. It logs how long it waited (reported, never asserted).
 func Eventually(tb testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
 	tb.Helper()
-	start := time.Now()
-	if err := Poll(context.Background(), cond); err != nil {
-		tb.Fatalf("%s: not within %s: %v", what, Patience, err)
-	}
-	tb.Logf("%s after %s", what, time.Since(start).Round(10*time.Millisecond))
+	EventuallyExplained(tb, what, func(ctx context.Context) (bool, string, error) {
+		done, err := cond(ctx)
+		return done, "", err
+	})
 }
 
 // EventuallyExplained is Eventually for a cond that also says what it saw when it does not hold
@@ -50,6 +49,9 @@ func EventuallyExplained(tb testing.TB, what string, cond func(ctx context.Conte
 		}
 		return done, err
 	})
+	if err != nil && last == "" {
+		tb.Fatalf("%s: not within %s: %v", what, Patience, err)
+	}
 	if err != nil {
 		tb.Fatalf("%s: not within %s: %v; last seen: %s", what, Patience, err, last)
 	}
