@@ -2,7 +2,6 @@ package validate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -136,24 +135,10 @@ type catalogSourceBody struct {
 func (b *catalogSourceBody) GetNamespace() string   { return b.Metadata.Namespace }
 func (b *catalogSourceBody) SetNamespace(ns string) { b.Metadata.Namespace = ns }
 
-func decodeCatalogSource(raw []byte) (*catalogSourceBody, error) {
-	if _, err := review.DecodeMeta(raw); err != nil { // the same clear errors as every handler's
-		return nil, err
-	}
-	b := &catalogSourceBody{}
-	if err := review.Decode(raw, b); err != nil {
-		return nil, err
-	}
-	if b.Metadata == nil {
-		return nil, errors.New("object has no metadata")
-	}
-	return b, nil
-}
-
 // For returns the handler of the endpoint that sends rules.
 func (h *CatalogSourceHandler) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
 	return admit.Typed[*catalogSourceBody]{Kind: schema.GroupKind{Group: olm.Group, Kind: olm.CatalogSourceKind},
-		Decode: decodeCatalogSource, Active: func() bool { return h.Policies.CatalogTrust.active() }, Decide: h.decide}.For(rules)
+		Decode: decodeBody[catalogSourceBody], Active: func() bool { return h.Policies.CatalogTrust.active() }, Decide: h.decide}.For(rules)
 }
 
 func (h *CatalogSourceHandler) decide(ctx context.Context, r admit.Request[*catalogSourceBody]) (admission.Response, error) {
@@ -228,19 +213,27 @@ func targetNames(targets []string) []string {
 	return out
 }
 
+// decodeBody decodes an object, or the part of it a handler reads, into a new T once its metadata
+// decoded: every handler gives the same clear errors for a body that is empty, malformed or has
+// no metadata (review.DecodeMeta), and T's metadata, read from the same bytes, is then set.
+func decodeBody[T any](raw []byte) (*T, error) {
+	if _, err := review.DecodeMeta(raw); err != nil {
+		return nil, err
+	}
+	v := new(T)
+	if err := review.Decode(raw, v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 // decodeObject decodes a whole (small) object and requires its metadata.
 func decodeObject[T any, PT interface {
 	*T
 	client.Object
 }](raw []byte) (PT, error) {
-	if _, err := review.DecodeMeta(raw); err != nil {
-		return nil, err
-	}
-	obj := PT(new(T))
-	if err := review.Decode(raw, obj); err != nil {
-		return nil, err
-	}
-	return obj, nil
+	obj, err := decodeBody[T](raw)
+	return PT(obj), err
 }
 
 // InstallPlanHandler serves /validate/installplans: an update must not drop a live

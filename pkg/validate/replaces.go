@@ -2,7 +2,6 @@ package validate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -71,24 +70,10 @@ func (b *csvReplacesBody) copied() bool {
 	return olm.IsCopiedCSV(b.Metadata.Namespace, b.Metadata.Labels, b.Metadata.Annotations, b.Status.Reason)
 }
 
-func decodeCSVReplaces(raw []byte) (*csvReplacesBody, error) {
-	if _, err := review.DecodeMeta(raw); err != nil { // the same clear errors as every handler's
-		return nil, err
-	}
-	b := &csvReplacesBody{}
-	if err := review.Decode(raw, b); err != nil {
-		return nil, err
-	}
-	if b.Metadata == nil {
-		return nil, errors.New("object has no metadata")
-	}
-	return b, nil
-}
-
 // For returns the handler of the endpoint that sends rules.
 func (h *CSVReplacesHandler) For(rules []admissionregistrationv1.RuleWithOperations) (admission.Handler, error) {
 	return admit.Typed[*csvReplacesBody]{Kind: schema.GroupKind{Group: olm.Group, Kind: olm.ClusterServiceVersionKind},
-		Decode: decodeCSVReplaces, Active: func() bool { return h.Policies.ReplacesCycle.active() }, Decide: h.decide}.For(rules)
+		Decode: decodeBody[csvReplacesBody], Active: func() bool { return h.Policies.ReplacesCycle.active() }, Decide: h.decide}.For(rules)
 }
 
 func (h *CSVReplacesHandler) decide(ctx context.Context, r admit.Request[*csvReplacesBody]) (admission.Response, error) {
