@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm"
+	operatorsv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/testbin"
@@ -39,8 +40,45 @@ import (
 // checkout.
 const EnvOLMBinaries = "OLMGUARD_OLM_BINARIES"
 
-// OLMNamespace is where OLM's operators run and its global catalogs live.
+// OLMNamespace is where upstream OLM's operators run and its global catalogs live.
 const OLMNamespace = "olm"
+
+// Layout is where a build of OLM runs and where it keeps what it serves cluster-wide: upstream's
+// manifests put everything in "olm"; OpenShift runs OLM in its own namespace, its global catalogs
+// in another, and ships a global operators namespace with an AllNamespaces OperatorGroup.
+type Layout struct {
+	// Namespace is OLM's operators' own (OPERATOR_NAMESPACE, olm-operator's --namespace).
+	Namespace string
+	// CatalogNamespace holds the global catalogs (catalog-operator's --namespace).
+	CatalogNamespace string
+	// GlobalOperatorsNamespace, when set, is created with the AllNamespaces OperatorGroup
+	// GlobalOperatorGroup, as OpenShift ships openshift-operators.
+	GlobalOperatorsNamespace string
+	// OLMArgs and CatalogArgs are the further arguments each operator is run with.
+	OLMArgs, CatalogArgs []string
+}
+
+// GlobalOperatorGroup is the name of the OperatorGroup of a layout's global operators namespace.
+const GlobalOperatorGroup = "global-operators"
+
+// IsOpenShift reports whether version names a build of OpenShift's fork of OLM (the directories
+// openshift-<release> of ../shared/olm).
+func IsOpenShift(version string) bool { return strings.HasPrefix(version, "openshift-") }
+
+// LayoutFor returns the layout version runs in: OpenShift's for its fork (the namespaces and the
+// ClusterOperator status names of OpenShift's own manifests), upstream's for the others.
+func LayoutFor(version string) Layout {
+	if IsOpenShift(version) {
+		return Layout{
+			Namespace:                "openshift-operator-lifecycle-manager",
+			CatalogNamespace:         "openshift-marketplace",
+			GlobalOperatorsNamespace: "openshift-operators",
+			OLMArgs:                  []string{"--writeStatusName=operator-lifecycle-manager", "--writePackageServerStatusName=operator-lifecycle-manager-packageserver"},
+			CatalogArgs:              []string{"--writeStatusName=operator-lifecycle-manager-catalog"},
+		}
+	}
+	return Layout{Namespace: OLMNamespace, CatalogNamespace: OLMNamespace}
+}
 
 // OLMBinaries returns a directory holding OLM's olm and catalog binaries of version, and opm,
 // decompressed once into the binary cache and checked against SHA256SUMS. Safe for concurrent
@@ -155,7 +193,9 @@ func fileSum(path string) (string, error) {
 // would run them: restarted when they exit.
 type OLM struct {
 	Version string
-	c       *Cluster
+	// Layout is where this build runs (LayoutFor(Version)).
+	Layout
+	c *Cluster
 	// Kubeconfig authenticates as OLM's ServiceAccount (bound to cluster-admin, as OLM's own
 	// manifests do), so admission sees OLM's usual identity.
 	Kubeconfig string
@@ -188,19 +228,23 @@ func (c *Cluster) StartOLMWith(ctx context.Context, version string, opts OLMOpti
 	if err != nil {
 		return nil, err
 	}
-	o := &OLM{Version: version, c: c, binDir: bin, bundles: map[string]string{}, logDir: filepath.Join(os.TempDir(), c.Name+"-olm-"+version)}
+	o := &OLM{Version: version, Layout: LayoutFor(version), c: c, binDir: bin, bundles: map[string]string{}, logDir: filepath.Join(os.TempDir(), c.Name+"-olm-"+version)}
 	if err := os.MkdirAll(o.logDir, 0o755); err != nil {
 		return nil, err
 	}
-	if o.Kubeconfig, err = c.olmKubeconfig(ctx, o.logDir); err != nil {
+	if o.Kubeconfig, err = c.olmKubeconfig(ctx, o.Namespace, o.logDir); err != nil {
+		return nil, err
+	}
+	if err := c.createLayoutNamespaces(ctx, o.Layout); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	o.stop = cancel
-	env := append(os.Environ(), "KUBECONFIG="+o.Kubeconfig, "OPERATOR_NAMESPACE="+OLMNamespace, "OPERATOR_NAME=olm-operator")
-	o.supervise(runCtx, "olm", env, append([]string{"--namespace", OLMNamespace}, opts.OLMArgs...)...)
-	o.supervise(runCtx, "catalog", env, "--namespace", OLMNamespace, "--kubeconfig", o.Kubeconfig,
-		"--opmImage", "olmguard.test/opm", "--util-image", "olmguard.test/util")
+	env := append(os.Environ(), "KUBECONFIG="+o.Kubeconfig, "OPERATOR_NAMESPACE="+o.Namespace, "OPERATOR_NAME=olm-operator")
+	olmArgs := append(append([]string{"--namespace", o.Namespace}, o.OLMArgs...), opts.OLMArgs...)
+	o.supervise(runCtx, "olm", env, olmArgs...)
+	o.supervise(runCtx, "catalog", env, append([]string{"--namespace", o.CatalogNamespace, "--kubeconfig", o.Kubeconfig,
+		"--opmImage", "olmguard.test/opm", "--util-image", "olmguard.test/util"}, o.CatalogArgs...)...)
 	o.unpacked = map[string]bool{}
 	c.mu.Lock()
 	c.onStop = append(c.onStop, o.Stop)
@@ -273,21 +317,21 @@ func (o *OLM) Opm() string { return filepath.Join(o.binDir, "opm") }
 
 // olmKubeconfig creates OLM's namespace and ServiceAccount, binds it to cluster-admin and writes a
 // kubeconfig holding a token of it.
-func (c *Cluster) olmKubeconfig(ctx context.Context, dir string) (string, error) {
-	if err := c.CreateNamespace(ctx, OLMNamespace); err != nil {
+func (c *Cluster) olmKubeconfig(ctx context.Context, namespace, dir string) (string, error) {
+	if err := c.CreateNamespace(ctx, namespace); err != nil {
 		return "", err
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: OLMNamespace, Name: olm.ServiceAccountName}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: olm.ServiceAccountName}}
 	if err := c.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
 	}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "olm-operator-binding-olm"},
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "olm-operator-binding-" + namespace},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: OLMNamespace, Name: olm.ServiceAccountName}}}
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: olm.ServiceAccountName}}}
 	if err := c.Client.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
 	}
-	tr, err := c.Clientset.CoreV1().ServiceAccounts(OLMNamespace).CreateToken(ctx, olm.ServiceAccountName,
+	tr, err := c.Clientset.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, olm.ServiceAccountName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("a token for OLM's ServiceAccount: %w", err)
@@ -302,8 +346,27 @@ func (c *Cluster) olmKubeconfig(ctx context.Context, dir string) (string, error)
 	return path, clientcmd.WriteToFile(*kc, path)
 }
 
+// createLayoutNamespaces creates the layout's catalog namespace and its global operators namespace
+// with its AllNamespaces OperatorGroup (an empty spec), as OpenShift ships them.
+func (c *Cluster) createLayoutNamespaces(ctx context.Context, l Layout) error {
+	if err := c.CreateNamespace(ctx, l.CatalogNamespace); err != nil {
+		return err
+	}
+	if l.GlobalOperatorsNamespace == "" {
+		return nil
+	}
+	if err := c.CreateNamespace(ctx, l.GlobalOperatorsNamespace); err != nil {
+		return err
+	}
+	og := &operatorsv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Namespace: l.GlobalOperatorsNamespace, Name: GlobalOperatorGroup}}
+	if err := c.Client.Create(ctx, og); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("the global OperatorGroup: %w", err)
+	}
+	return nil
+}
+
 // ServeCatalog serves the file-based catalog in dir with opm on a loopback port and creates
-// CatalogSource name in OLM's namespace pointing at it, then waits until OLM reports it READY.
+// CatalogSource name in OLM's global catalog namespace pointing at it, then waits until OLM reports it READY.
 // bundles maps each bundle image the catalog names to the bundle's directory (manifests/ and
 // metadata/): the image name is only a key, nothing is pulled.
 func (o *OLM) ServeCatalog(ctx context.Context, name, dir string, bundles map[string]string) error {
@@ -311,7 +374,7 @@ func (o *OLM) ServeCatalog(ctx context.Context, name, dir string, bundles map[st
 	if err != nil {
 		return err
 	}
-	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: OLMNamespace, Name: name},
+	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: o.CatalogNamespace, Name: name},
 		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Address: address, DisplayName: name}}
 	if err := o.c.Client.Create(ctx, cs); apierrors.IsAlreadyExists(err) {
 		// Served before, by an earlier OLM on this cluster (an OLM upgrade): point it at this opm.
@@ -323,7 +386,7 @@ func (o *OLM) ServeCatalog(ctx context.Context, name, dir string, bundles map[st
 	} else if err != nil {
 		return err
 	}
-	return o.CatalogReady(ctx, OLMNamespace, name)
+	return o.CatalogReady(ctx, o.CatalogNamespace, name)
 }
 
 // StartCatalogServer serves the file-based catalog in dir with opm on a loopback port until OLM

@@ -46,8 +46,13 @@ var (
 	Iota = Package{Name: "iota", Versions: []string{"1.0.0"}, CleanupEnabled: true}
 )
 
-// CatalogName is the CatalogSource in OLM's namespace serving Alpha and Beta.
+// CatalogName is the CatalogSource in OLM's global catalog namespace serving Alpha and Beta.
 const CatalogName = "realolm"
+
+// CatalogNamespace is where the test catalog's CatalogSource lives: the global catalog namespace
+// of the OLM build the tests run (cluster.LayoutFor). The real-OLM tier sets it once, before its
+// first test, for the build it runs; it stays upstream's for every other caller.
+var CatalogNamespace = cluster.OLMNamespace
 
 // The scenarios below are what the tests and `make demo` replay on real OLM. They return errors
 // instead of failing a test, and wait at most testenv.Patience for each state.
@@ -68,7 +73,7 @@ func OperatorNamespace(ctx context.Context, c client.Client, prefix string) (str
 func NewSubscription(ns, name string, pkg Package, approval v1alpha1.Approval, startingCSV string) *v1alpha1.Subscription {
 	return &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.SubscriptionSpec{Package: pkg.Name, Channel: "stable", CatalogSource: CatalogName,
-			CatalogSourceNamespace: cluster.OLMNamespace, InstallPlanApproval: approval, StartingCSV: startingCSV}}
+			CatalogSourceNamespace: CatalogNamespace, InstallPlanApproval: approval, StartingCSV: startingCSV}}
 }
 
 // CSVSucceeded waits until CSV name in ns reaches phase Succeeded.

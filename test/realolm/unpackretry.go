@@ -57,7 +57,7 @@ func (u *UnpackFailure) fail(ctx context.Context) error {
 	if u.OLM, err = StartOLM(ctx, c, OLMAfter, Zeta); err != nil {
 		return err
 	}
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.OLMNamespace, Name: "no-unpack-pods"},
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: CatalogNamespace, Name: "no-unpack-pods"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
 	if err := c.Client.Create(ctx, quota); err != nil {
 		return err
@@ -105,7 +105,7 @@ func (u *UnpackFailure) fail(ctx context.Context) error {
 
 // JobKey names the unpack Job and its ConfigMap.
 func (u *UnpackFailure) JobKey() client.ObjectKey {
-	return client.ObjectKey{Namespace: cluster.OLMNamespace, Name: olm.UnpackName(Zeta.Image("1.0.0"))}
+	return client.ObjectKey{Namespace: CatalogNamespace, Name: olm.UnpackName(Zeta.Image("1.0.0"))}
 }
 
 // StillStuck waits d and checks that OLM neither installed the CSV nor replaced the Failed Job.

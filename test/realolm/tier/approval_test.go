@@ -25,6 +25,7 @@ import (
 // plan OLM has superseded, naming the newest; the Manual operator's own upgrade plan and a first
 // install in a mixed namespace are admitted.
 func TestApprovalGuard(t *testing.T) {
+	declare(t, "guard: manual approval", false)
 	c, o := realOLM(t)
 	ctx := context.Background()
 

@@ -27,6 +27,7 @@ import (
 // to the catalog written before (still served) is denied before OLM resolves it, and one to the
 // global catalog namespace still installs.
 func TestCatalogTrust(t *testing.T) {
+	declare(t, "guard: catalog trust", false)
 	c, o := realOLM(t)
 	ctx := context.Background()
 	dir, images, err := realolm.WriteCatalog(filepath.Join(o.Dir(), "tenant-catalog"), realolm.Kappa, realolm.Lambda)

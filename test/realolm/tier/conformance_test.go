@@ -50,14 +50,15 @@ var simDifferences = map[string]string{
 // status, the unpack ConfigMap and Job, the bundled and generated ClusterRoles, and the order in
 // which the ConfigMap, the Job, the plan and the CSV were created.
 func TestSimulatorConformance(t *testing.T) {
+	declare(t, "simulator conformance", false)
 	c, _ := realOLM(t)
 	if version() != realolm.Version {
-		t.Skipf("the simulator reproduces OLM %s; OLM under test is %s", realolm.Version, version())
+		skipf(t, "the simulator reproduces OLM %s; OLM under test is %s", realolm.Version, version())
 	}
 	ctx := context.Background()
 
 	realNS := operatorNamespace(t, c, "conformance")
-	realRec := recordCreations(t, c.Config, realNS, cluster.OLMNamespace, olm.UnpackName(Epsilon.Image("1.0.0")))
+	realRec := recordCreations(t, c.Config, realNS, realolm.CatalogNamespace, olm.UnpackName(Epsilon.Image("1.0.0")))
 	subscribe(t, c, realNS, "epsilon", Epsilon, v1alpha1.ApprovalAutomatic, "")
 	waitCSV(t, c, realNS, Epsilon.CSVName("1.0.0"))
 	waitSubscriptionAtLatest(t, c.Client, realNS, "epsilon")
@@ -66,7 +67,7 @@ func TestSimulatorConformance(t *testing.T) {
 	if err := realolm.NoPlanInstalling(ctx, c.Client, realNS); err != nil {
 		t.Fatalf("the plan in %s never left Installing: %v", realNS, err)
 	}
-	real := collectFacts(t, c.Client, realNS, cluster.OLMNamespace, Epsilon, realRec.order())
+	real := collectFacts(t, c.Client, realNS, realolm.CatalogNamespace, Epsilon, realRec.order())
 
 	env := testenv.Start(t)
 	sim, err := olmsim.Start(ctx, env.Config, env.Scheme, olmsim.Options{Version: olmsim.V0_46, Namespace: cluster.OLMNamespace, CompleteJobs: true})

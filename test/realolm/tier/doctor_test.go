@@ -62,6 +62,7 @@ func finding(t *testing.T, report doctor.Report, check, name string) doctor.Find
 // TestDoctor: on a healthy install by real OLM without olmguard, doctor reports only that olmguard
 // does not run (one finding, not one per CSV); once olmguard runs, it reports nothing.
 func TestDoctor(t *testing.T) {
+	declare(t, "doctor on a stock cluster", true)
 	c, _ := realOLM(t)
 	ns := operatorNamespace(t, c, "doctor")
 	subscribe(t, c, ns, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
@@ -97,6 +98,7 @@ func TestDoctor(t *testing.T) {
 // (the tier unpacks bundles on the host), a CSV stuck Installing, and an unavailable packageserver
 // (the tier does not run packageserver).
 func TestDoctorOLMFailures(t *testing.T) {
+	declare(t, "doctor: OLM's failures", false)
 	c, o := realOLM(t)
 	ctx := context.Background()
 	csvName := realolm.Beta.CSVName("1.0.0")

@@ -33,6 +33,7 @@ func f1(t *testing.T, c *cluster.Cluster, round realolm.F1Round, prefix string) 
 // stock OLM got wrong and one written while the webhook was down are repaired (the controller),
 // and no new plan lacks it in either interleaving (the webhook).
 func TestF1(t *testing.T) {
+	declare(t, "F1: InstallPlans owned by every Subscription (#3199)", true)
 	c, o := realOLM(t)
 	stock := f1(t, c, realolm.SettledThenSecond, "f1-stock")
 	missed := realolm.Missing(stock)

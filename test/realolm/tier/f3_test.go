@@ -19,6 +19,7 @@ import (
 // #2985); with olmguard it is deleted, and the operator's data stays unless its CSV opted in to
 // operand cleanup (spec.cleanup.enabled), in which case it goes too.
 func TestF3Uninstall(t *testing.T) {
+	declare(t, "F3: cleanup after uninstall", true)
 	c, o := realOLM(t)
 	stock := must(realolm.Uninstall(context.Background(), c.Client, realolm.Gamma, "f3-stock"))(t)
 	t.Logf("stock OLM %s: bundled ClusterRole left after uninstall: %v; operand left: %v", o.Version, stock.RoleLeft, stock.OperandLeft)
@@ -50,7 +51,7 @@ func TestF3Uninstall(t *testing.T) {
 func checkUnpackJobs(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	jobs := &batchv1.JobList{}
-	if err := c.Client.List(context.Background(), jobs, client.InNamespace(cluster.OLMNamespace)); err != nil {
+	if err := c.Client.List(context.Background(), jobs, client.InNamespace(realolm.CatalogNamespace)); err != nil {
 		t.Fatal(err)
 	}
 	perConfigMap := map[string][]string{}

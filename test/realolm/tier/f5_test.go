@@ -31,11 +31,12 @@ const f5Grace = 5 * time.Second
 // once the taint manager evicts it, minutes later: OLM #3208); with olmguard's controller the pod
 // is deleted after the grace period and OLM itself creates its replacement on a Ready node.
 func TestF5CatalogPodRecovered(t *testing.T) {
+	declare(t, "F5: catalog pods off dead nodes (#3208)", false)
 	c, o := realOLM(t)
 	c.SkipUnlessKwok(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*testenv.Patience)
 	defer cancel()
-	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.OLMNamespace, Name: "f5-registry"},
+	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: o.CatalogNamespace, Name: "f5-registry"},
 		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Image: "olmguard.test/f5-catalog:latest", DisplayName: "f5"}}
 	if err := c.Client.Create(ctx, cs); err != nil {
 		t.Fatal(err)

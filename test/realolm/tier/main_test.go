@@ -26,7 +26,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "[realolm] %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "[realolm] OLM under test: %s; F4 replays an upgrade from %s to %s\n", version(), realolm.OLMBefore, realolm.OLMAfter)
+	layout := cluster.LayoutFor(version())
+	realolm.CatalogNamespace = layout.CatalogNamespace
+	fmt.Fprintf(os.Stderr, "[realolm] OLM under test: %s (in %s, global catalogs in %s); %s; F4 replays an upgrade from %s to %s\n",
+		version(), layout.Namespace, layout.CatalogNamespace, scopeLine(), realolm.OLMBefore, realolm.OLMAfter)
 	cluster.Main(m, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d", os.Getpid())})
 }
 
@@ -51,7 +54,12 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		shared.olm, shared.err = realolm.StartOLM(ctx, c, version(), realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta, realolm.Iota, Epsilon, Eta, Theta)
+		shared.olm, shared.err = realolm.StartOLM(ctx, c, version(), realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta, realolm.Iota, Epsilon, Eta, Theta, Omega)
+		if v, err := c.Clientset.Discovery().ServerVersion(); err == nil {
+			resultsMu.Lock()
+			kubeVersion = v.GitVersion
+			resultsMu.Unlock()
+		}
 	})
 	if shared.err != nil {
 		t.Fatalf("starting OLM %s: %v", version(), shared.err)
@@ -103,6 +111,7 @@ func waitCSV(t *testing.T, c *cluster.Cluster, ns, name string) *v1alpha1.Cluste
 // TestInstall: a package installs on real OLM from the test catalog, its bundle unpacked on the
 // host: the harness every other test stands on.
 func TestInstall(t *testing.T) {
+	declare(t, "install from a catalog", true)
 	c, o := realOLM(t)
 	ns := operatorNamespace(t, c, "install")
 	subscribe(t, c, ns, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")

@@ -22,6 +22,7 @@ import (
 // --policy-operatorgroups=enforce the second OperatorGroup is denied, naming the first, and the
 // CSV stays Succeeded.
 func TestOperatorGroupGuard(t *testing.T) {
+	declare(t, "guard: OperatorGroups", false)
 	c, o := realOLM(t)
 	ctx := context.Background()
 	csvName := realolm.Beta.CSVName("1.0.0")

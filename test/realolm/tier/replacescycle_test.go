@@ -111,6 +111,7 @@ func (l *lineCounter) growing(ctx context.Context, after int) (int, error) {
 // default) it is admitted with the warning. Fails without the guard: the CSV was admitted
 // silently in both modes.
 func TestReplacesCycle(t *testing.T) {
+	declare(t, "N1: spec.replaces cycle (OCPBUGS-23954)", false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := must(cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d-cycle", os.Getpid()), Nodes: 1}))(t)

@@ -151,6 +151,7 @@ func orphans(results []uninstallResult) []string {
 // one a plan labelled for a CSV that is gone (olmguard's orphan sweep); a role a late step creates
 // afresh names no operator and is reported (docs/cleanup.md).
 func TestF3UninstallDuringUpgrade(t *testing.T) {
+	declare(t, "F3: uninstall during an upgrade", false)
 	c, o := realOLM(t)
 	stock := uninstallDuringUpgrade(t, c, Eta, "uninstall-upgrade-stock", uninstallUpgradeNamespaces)
 	t.Logf("stock OLM %s: a CSV came back in %d of %d namespaces %v", o.Version, len(orphans(stock)), len(stock), orphans(stock))

@@ -17,8 +17,9 @@ import (
 // once the cause is gone stock OLM still finds the Failed Job and stays stuck. olmguard with --unpack-retry-failed removes the Job and its empty ConfigMap and
 // nudges the Subscription, and the install goes through.
 func TestUnpackRetryFailed(t *testing.T) {
+	declare(t, "unpack retry after a failed unpack", false)
 	if version() != realolm.Version {
-		t.Skipf("runs OLM %s on a cluster of its own; OLM under test is %s", realolm.OLMAfter, version())
+		skipf(t, "runs OLM %s on a cluster of its own; OLM under test is %s", realolm.OLMAfter, version())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -121,6 +121,7 @@ func approvePlanFor(t *testing.T, c *cluster.Cluster, sub *v1alpha1.Subscription
 // alike: each CSV Succeeded, the replaced ones gone (olmguard's finalizer released), the operand
 // kept, and OLM logged no request denied by or failed in olmguard's webhooks.
 func TestUpgrades(t *testing.T) {
+	declare(t, "operator upgrades with olmguard", true)
 	c, o := realOLM(t)
 	upgradeChain(t, c, "upgrade-stock", true)
 	if err := c.CreateNamespace(context.Background(), olmguard.DefaultNamespace); err != nil {

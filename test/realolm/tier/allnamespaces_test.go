@@ -1,0 +1,76 @@
+package tier
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/olm"
+	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/realolm"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+// Omega is installed for AllNamespaces only: no other scenario provides its API, so OLM's
+// check that operator groups do not provide the same API twice leaves it alone.
+var Omega = realolm.Package{Name: "omega", Versions: []string{"1.0.0"}}
+
+// TestAllNamespacesInstall installs an operator as most OpenShift users do: a Subscription in the
+// global operators namespace (openshift-operators, whose OperatorGroup targets every namespace;
+// on upstream builds a fresh namespace with such a group). OLM copies the CSV into every other
+// namespace. With olmguard: the original carries olmguard's cleanup finalizer, OLM's copies do not
+// (olmguard never holds up OLM's own deletion of a copy), and an uninstall removes the original
+// and every copy.
+func TestAllNamespacesInstall(t *testing.T) {
+	declare(t, "AllNamespaces install in the global operators namespace", true)
+	c, o := realOLM(t)
+	ctx := context.Background()
+	global := o.GlobalOperatorsNamespace
+	if global == "" {
+		global = must(testenv.NewNamespace(ctx, c.Client, "global-operators"))(t)
+		og := &olmv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Namespace: global, Name: cluster.GlobalOperatorGroup}}
+		if err := c.Client.Create(ctx, og); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := must(testenv.NewNamespace(ctx, c.Client, "copy-target"))(t)
+	runOlmguard(t, c)
+
+	sub := subscribe(t, c, global, Omega.Name, Omega, v1alpha1.ApprovalAutomatic, "")
+	name := Omega.CSVName("1.0.0")
+	original := waitCSV(t, c, global, name)
+	if !slices.Contains(original.Finalizers, olmguard.CleanupFinalizer) {
+		t.Errorf("the CSV %s/%s lacks olmguard's finalizer: %v", global, name, original.Finalizers)
+	}
+	copied := &v1alpha1.ClusterServiceVersion{}
+	testenv.EventuallyExplained(t, "OLM's copy of "+name+" in "+other, func(ctx context.Context) (bool, string, error) {
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: other, Name: name}, copied); err != nil {
+			return false, err.Error(), client.IgnoreNotFound(err)
+		}
+		return copied.Labels[olm.CopiedFromLabel] == global && copied.Status.Reason == v1alpha1.CSVReasonCopied,
+			fmt.Sprintf("labels %v, reason %q", copied.Labels, copied.Status.Reason), nil
+	})
+	if slices.Contains(copied.Finalizers, olmguard.CleanupFinalizer) {
+		t.Errorf("OLM's copy %s/%s carries olmguard's finalizer: %v", other, name, copied.Finalizers)
+	}
+
+	if err := c.Client.Delete(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.Delete(ctx, original); err != nil {
+		t.Fatal(err)
+	}
+	for _, csv := range []*v1alpha1.ClusterServiceVersion{original, copied} {
+		if err := realolm.Gone(ctx, c.Client, csv); err != nil {
+			t.Error(err)
+		}
+	}
+	checkLogs(t, o)
+}
