@@ -108,6 +108,27 @@ test-hostile: binaries
 test-realolm: binaries
 	$(TEST_ENV) $(GO) test -count=1 -timeout 30m -v -run '$(RUN)' ./test/realolm/tier/
 
+## OLM_BUILDS: the OLM builds of ../shared/olm the real-OLM tier runs on (upstream and OpenShift's).
+OLM_BUILDS ?= v0.46.0 openshift-4.16 openshift-4.18 openshift-4.20
+## REALOLM_RESULTS: where the real-OLM tier records each scenario's result per build (make test too).
+REALOLM_RESULTS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/olmguard/realolm-results
+
+## test-realolm-all: every scenario on every build of OLM_BUILDS, one build after another (make
+## test runs every scenario on v0.46.0 and openshift-4.20 and the core ones on 4.16 and 4.18), then
+## prints the support matrix of the results.
+.PHONY: test-realolm-all
+test-realolm-all: binaries
+	@rm -rf '$(REALOLM_RESULTS)'; failed=0; for b in $(OLM_BUILDS); do \
+	  echo "== real OLM $$b"; \
+	  $(TEST_ENV) OLMGUARD_OLM_VERSION=$$b OLMGUARD_REALOLM_ALL=1 OLMGUARD_REALOLM_RESULTS='$(REALOLM_RESULTS)' $(GO) test -count=1 -timeout 40m -run '$(RUN)' ./test/realolm/tier/ || failed=1; \
+	done; $(GO) run ./hack/supportmatrix '$(REALOLM_RESULTS)'; exit $$failed
+
+## support-matrix: write README.md's support matrix (and docs/support-matrix.jsonl) from the
+## results of the last make test or make test-realolm-all (REALOLM_RESULTS).
+.PHONY: support-matrix
+support-matrix:
+	$(GO) run ./hack/supportmatrix -write '$(REALOLM_RESULTS)'
+
 ## e2e-long: the long end-to-end runs: stock OLM's catalog recovery (about six minutes), the webhook
 ## killed under 500 plans and CSVs, and 50 controller kills during cleanups (docs/reliability.md).
 .PHONY: e2e-long

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Runs olmguard's test tiers, one after another except the end-to-end, real-OLM and hostile-tenant
-# tiers, which run side by side, and ends with a table of each tier's wall time, so
+# Runs olmguard's test tiers, one after another except the end-to-end, real-OLM (one per OLM build)
+# and hostile-tenant tiers, which run side by side, and ends with a table of each tier's wall time, so
 # the CI budget (CI stops at 90 minutes; the goal is 30 warm and 50 cold on 2 cores) stays visible. Every tier runs even if
 # an earlier one failed; the exit status is non-zero if any failed.
 #   hack/test.sh            all tiers
-#   OLMGUARD_OLM_VERSION    the OLM release the real-OLM tier runs (default v0.46.0; binaries
-#                           from ../shared/olm or OLMGUARD_OLM_BINARIES)
+#   OLM_BUILDS              the OLM builds the real-OLM tier runs on, each in its own cluster (default
+#                           "v0.46.0 openshift-4.20 openshift-4.16 openshift-4.18": every scenario on
+#                           the first two, the core ones on the others; binaries from ../shared/olm or
+#                           OLMGUARD_OLM_BINARIES); OLMGUARD_OLM_VERSION replaces the first
+#   OLMGUARD_REALOLM_RESULTS  where the real-OLM tier records its results (default
+#                           $XDG_CACHE_HOME/olmguard/realolm-results; make support-matrix reads it)
 #   OLMGUARD_REQUIRE_REAL_NODE=1  the real-node tier fails, instead of skipping, on a host that
 #                           cannot run containers (the default as root, as on CI)
 #   OLMGUARD_HOSTILE_CLIENT_AUTH  1 (the default here): the hostile-tenant tier runs the webhook with
@@ -30,32 +34,43 @@ tier() { # name command...
   if [ $rc -eq 0 ]; then results+=(ok); else results+=(FAIL); failed=1; fi
 }
 
-# side_by_side runs tiers at once, each "name|command" (the command word-split), and prints each
-# tier's output whole when all are done. For the tiers that mostly wait on OLM's throttled syncs in
-# clusters of their own: each keeps its wall time in the table, marked as run side by side.
+# side_by_side runs lanes at once; a lane is one or more tiers, one per line, each "name|command"
+# (the command word-split), run one after another. Each tier's output is printed whole when all
+# lanes are done, and each keeps its own wall time in the table, marked as run side by side. For
+# the tiers that mostly wait on OLM's throttled syncs in clusters of their own.
 side_by_side() {
-  local dir i pids=() tnames=() starts=()
+  local dir i=0 pids=() tnames=()
   dir=$(mktemp -d)
-  i=0
-  for spec in "$@"; do
-    local name=${spec%%|*} cmd=${spec#*|}
-    echo "== tier (side by side): $name"
-    tnames+=("$name") starts+=("$(date +%s)")
-    # shellcheck disable=SC2086 # the command is word-split on purpose
-    ( $cmd >"$dir/$i.log" 2>&1; echo $? >"$dir/$i.rc"; date +%s >"$dir/$i.end" ) &
+  for lane in "$@"; do
+    local first=$i specs=()
+    mapfile -t specs <<<"$lane"
+    for spec in "${specs[@]}"; do
+      echo "== tier (side by side): ${spec%%|*}"
+      tnames+=("${spec%%|*}")
+      i=$((i + 1))
+    done
+    (
+      j=$first
+      for spec in "${specs[@]}"; do
+        date +%s >"$dir/$j.start"
+        # shellcheck disable=SC2086 # the command is word-split on purpose
+        ${spec#*|} >"$dir/$j.log" 2>&1
+        echo $? >"$dir/$j.rc"
+        date +%s >"$dir/$j.end"
+        j=$((j + 1))
+      done
+    ) &
     pids+=($!)
-    i=$((i + 1))
   done
   wait "${pids[@]}"
   for i in "${!tnames[@]}"; do
     echo "== tier output: ${tnames[$i]}"
     cat "$dir/$i.log"
-    names+=("${tnames[$i]} (side by side)") times+=($(( $(cat "$dir/$i.end") - starts[i] )))
+    names+=("${tnames[$i]} (side by side)") times+=($(( $(cat "$dir/$i.end") - $(cat "$dir/$i.start") )))
     if [ "$(cat "$dir/$i.rc")" = 0 ]; then results+=(ok); else results+=(FAIL); failed=1; fi
   done
   rm -rf "$dir"
 }
-
 
 # Everything but the tiers that start control planes of their own shape or a real node.
 unit_pkgs=$($GO list ./... | grep -v -e /test/e2e -e /test/ha -e /test/realolm -e /test/hostile -e /test/node -e /test/realnode)
@@ -90,10 +105,24 @@ $GO test -c -o "$prebuilt/" ./test/e2e/ ./test/realolm/tier/ ./test/hostile/ >/d
 ahead_log=$prebuilt/ahead.log
 ( nice -n 10 bash -c "hack/install-node-packages.sh && hack/test-binaries.sh kubelet && $GO test -c -o '$prebuilt/' ./test/node/ ./test/realnode/" >"$ahead_log" 2>&1 ) &
 ahead=$!
-side_by_side \
-  "e2e: kwok cluster, olmguard's binaries|$GO test -count=1 -timeout 45m ./test/e2e/" \
-  "real OLM (${OLMGUARD_OLM_VERSION:-v0.46.0}): kwok cluster, OLM's own operators|$GO test -count=1 -timeout 30m ./test/realolm/tier/" \
-  "hostile tenant: OLM's own operators, a tenant with edit|env OLMGUARD_HOSTILE_CLIENT_AUTH=${OLMGUARD_HOSTILE_CLIENT_AUTH:-1} $GO test -count=1 -timeout 20m ./test/hostile/"
+# The real-OLM tier on each OLM build (every scenario on the first two, the core ones on the others:
+# test/realolm/tier/scope_test.go), each in a cluster of its own; their results make the support
+# matrix printed at the end.
+realolm_tier() { # build
+  env OLMGUARD_OLM_VERSION="$1" OLMGUARD_REALOLM_RESULTS="$realolm_results" $GO test -count=1 -timeout 30m ./test/realolm/tier/
+}
+realolm_results=${OLMGUARD_REALOLM_RESULTS:-${XDG_CACHE_HOME:-$HOME/.cache}/olmguard/realolm-results}
+rm -rf "$realolm_results"
+read -r -a olm_builds <<<"${OLM_BUILDS:-${OLMGUARD_OLM_VERSION:-v0.46.0} openshift-4.20 openshift-4.16 openshift-4.18}"
+realolm_spec() { echo "real OLM (${olm_builds[$1]}): kwok cluster, OLM's own operators|realolm_tier ${olm_builds[$1]}"; }
+lanes=("e2e: kwok cluster, olmguard's binaries|$GO test -count=1 -timeout 45m ./test/e2e/")
+last_lane="hostile tenant: OLM's own operators, a tenant with edit|env OLMGUARD_HOSTILE_CLIENT_AUTH=${OLMGUARD_HOSTILE_CLIENT_AUTH:-1} $GO test -count=1 -timeout 20m ./test/hostile/"
+for i in "${!olm_builds[@]}"; do
+  # The first two builds (every scenario) get lanes of their own; the others (core scenarios,
+  # a few minutes each) follow the hostile tier in the last lane.
+  if [ "$i" -lt 2 ]; then lanes+=("$(realolm_spec "$i")"); else last_lane+=$'\n'"$(realolm_spec "$i")"; fi
+done
+side_by_side "${lanes[@]}" "$last_lane"
 if ! wait "$ahead"; then
   echo "== preparing the later tiers failed (each tier retries what it needs):"
   cat "$ahead_log"
@@ -102,6 +131,12 @@ rm -rf "$prebuilt"
 tier "real node: kubelet + containerd, olmguard installed as users do" real_node
 if [ -n "${OLM_CRDS:-}" ]; then
   tier "again with OLM's CRDs ($OLM_CRDS)" env OLMGUARD_OLM_CRDS="$OLM_CRDS" $GO test -count=1 -timeout 20m ${REAL_CRD_PKGS:?set by the Makefile}
+fi
+
+if compgen -G "$realolm_results/*.jsonl" >/dev/null; then
+  echo
+  echo "Support matrix of this run's real-OLM tier (make support-matrix writes it into README.md):"
+  $GO run ./hack/supportmatrix "$realolm_results" || failed=1
 fi
 
 # The total is the run's own wall time: tiers side by side overlap.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/olmguard/olmguard/test/supportmatrix"
 )
 
 const root = "../.."
@@ -87,5 +89,27 @@ func TestSectionAndTableFlags(t *testing.T) {
 	}
 	if _, err := Section(md, "### Three"); err == nil {
 		t.Error("a missing heading found")
+	}
+}
+
+// README.md's support matrix is what make support-matrix renders from the tier's recorded
+// results (docs/support-matrix.jsonl), not a table written by hand: fails when either changed
+// without the other.
+func TestSupportMatrixIsGenerated(t *testing.T) {
+	f, err := os.Open(filepath.Join(root, "docs", "support-matrix.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	results, err := supportmatrix.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := supportmatrix.Section(read(t, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := supportmatrix.Render(results); got != want {
+		t.Errorf("README.md's support matrix is not the one docs/support-matrix.jsonl renders (run make support-matrix):\n got:\n%s\nwant:\n%s", got, want)
 	}
 }

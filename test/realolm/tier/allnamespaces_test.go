@@ -67,10 +67,23 @@ func TestAllNamespacesInstall(t *testing.T) {
 	if err := c.Client.Delete(ctx, original); err != nil {
 		t.Fatal(err)
 	}
-	for _, csv := range []*v1alpha1.ClusterServiceVersion{original, copied} {
-		if err := realolm.Gone(ctx, c.Client, csv); err != nil {
-			t.Error(err)
-		}
+	if err := realolm.Gone(ctx, c.Client, original); err != nil {
+		t.Error(err)
 	}
+	// Every copy goes with it, in every namespace: none is held by olmguard, and none is left to
+	// show up in the later scenarios' namespaces.
+	testenv.EventuallyExplained(t, "no copy of "+name+" left", func(ctx context.Context) (bool, string, error) {
+		csvs := &v1alpha1.ClusterServiceVersionList{}
+		if err := c.Client.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: global}); err != nil {
+			return false, "", err
+		}
+		var left []string
+		for _, csv := range csvs.Items {
+			if csv.Name == name {
+				left = append(left, csv.Namespace+" (finalizers "+fmt.Sprint(csv.Finalizers)+")")
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("copies left in %v", left), nil
+	})
 	checkLogs(t, o)
 }

@@ -79,7 +79,9 @@ func TestCatalogTrust(t *testing.T) {
 	if err := c.CreateNamespace(ctx, olmguard.DefaultNamespace); err != nil {
 		t.Fatal(err)
 	}
-	procs.RunWebhook(t, c.Kubeconfig, c.Client, "--policy-catalog-trust=enforce")
+	// OLM's global catalog namespace is olm upstream and openshift-marketplace on OpenShift: the
+	// setting an OpenShift user gives (docs/catalog-trust.md).
+	procs.RunWebhook(t, c.Kubeconfig, c.Client, "--policy-catalog-trust=enforce", "--global-catalog-namespace="+o.CatalogNamespace)
 	guarded := operatorNamespace(t, c, "ct-olmguard")
 	guardedTenant := must(realolm.TenantClient(ctx, c, guarded))(t)
 	// The apiserver calls the webhook once it has read its configuration: dry runs until then.

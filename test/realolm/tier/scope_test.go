@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/olmguard/olmguard/test/realolm"
+	"github.com/olmguard/olmguard/test/supportmatrix"
 )
 
 // The builds the tier runs every scenario on. On the others (OpenShift 4.16 and 4.18) only the
@@ -22,7 +23,7 @@ var fullBuilds = []string{realolm.Version, "openshift-4.20"}
 const EnvAll = "OLMGUARD_REALOLM_ALL"
 
 // EnvResults names a directory: each scenario's result on the build under test is appended to
-// <dir>/<build>.jsonl, which hack/supportmatrix turns into the README's support matrix.
+// <dir>/<build>.jsonl (test/supportmatrix.Result), which hack/supportmatrix turns into the README's support matrix.
 const EnvResults = "OLMGUARD_REALOLM_RESULTS"
 
 func fullScope() bool {
@@ -34,17 +35,6 @@ func scopeLine() string {
 		return "every scenario"
 	}
 	return fmt.Sprintf("core scenarios only (%s=1 runs all)", EnvAll)
-}
-
-// Result is one scenario's outcome on one build, as the support matrix reads it.
-type Result struct {
-	Build      string `json:"build"`
-	Kubernetes string `json:"kubernetes"`
-	Capability string `json:"capability"`
-	Test       string `json:"test"`
-	// Result is pass, fail or skip; Reason says why a scenario skipped.
-	Result string `json:"result"`
-	Reason string `json:"reason,omitempty"`
 }
 
 var (
@@ -89,7 +79,7 @@ func declare(t *testing.T, capability string, core bool) {
 }
 
 func record(t *testing.T, dir, capability string) {
-	r := Result{Build: version(), Kubernetes: kubernetesVersion(), Capability: capability, Test: t.Name(), Result: "pass"}
+	r := supportmatrix.Result{Build: version(), Kubernetes: kubernetesVersion(), Capability: capability, Test: t.Name(), Result: "pass"}
 	switch {
 	case t.Failed():
 		r.Result = "fail"
