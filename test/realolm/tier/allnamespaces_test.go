@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,9 +62,19 @@ func TestAllNamespacesInstall(t *testing.T) {
 		t.Errorf("OLM's copy %s/%s carries olmguard's finalizer: %v", other, name, copied.Finalizers)
 	}
 
+	// The Subscription first, then the CSV once its plans are garbage-collected with it: OLM can
+	// execute a plan again after its CSV was deleted and recreate the CSV with no Subscription
+	// (seen here on OpenShift 4.20 one second after the delete, olm-facts "Uninstalling while the
+	// upgrade InstallPlan is still Installing"), whose copies would then reach every later scenario.
+	waitSubscriptionAtLatest(t, c.Client, global, sub.Name)
 	if err := c.Client.Delete(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
+	testenv.Eventually(t, "InstallPlans of "+global+" garbage-collected", func(ctx context.Context) (bool, error) {
+		plans := &v1alpha1.InstallPlanList{}
+		err := c.Client.List(ctx, plans, client.InNamespace(global))
+		return err == nil && len(plans.Items) == 0, err
+	})
 	if err := c.Client.Delete(ctx, original); err != nil {
 		t.Fatal(err)
 	}
@@ -85,5 +96,8 @@ func TestAllNamespacesInstall(t *testing.T) {
 		}
 		return len(left) == 0, fmt.Sprintf("copies left in %v", left), nil
 	})
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(original), &v1alpha1.ClusterServiceVersion{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the CSV %s/%s is back after the uninstall (err=%v)", global, name, err)
+	}
 	checkLogs(t, o)
 }

@@ -105,7 +105,7 @@ func TestCatalogTrust(t *testing.T) {
 		t.Logf("with olmguard, %s: %v", what, err)
 	}
 	denied("the tenant's CatalogSource", guardedTenant.Create(ctx, realolm.NewTenantCatalog(guarded, address)),
-		"CatalogSource "+guarded+"/"+realolm.TenantCatalog+" is not trusted to serve operators", "namespace "+guarded+" is not a trusted catalog namespace (trusted: olm)",
+		"CatalogSource "+guarded+"/"+realolm.TenantCatalog+" is not trusted to serve operators", "namespace "+guarded+" is not a trusted catalog namespace (trusted: "+o.CatalogNamespace+")",
 		"spec.address "+address)
 	denied("a Subscription to the catalog the tenant wrote before enforcement", tenant.Create(ctx, realolm.NewTenantSubscription(stock, stock, realolm.Lambda)),
 		"Subscription "+stock+"/"+realolm.Lambda.Name+" installs from CatalogSource "+stock+"/"+realolm.TenantCatalog+", which is not trusted to serve operators", "spec.address "+address)
