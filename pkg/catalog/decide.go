@@ -2,7 +2,9 @@
 // nodes are down to act, and which catalog pods stranded on a node that stopped responding may be
 // force-deleted. The taint manager only evicts such a pod after minutes, and the kubelet that would
 // finish its deletion is gone, so the catalog stays unavailable; catalog pods are stateless gRPC
-// servers, so deleting one with grace period 0 lets OLM create a new one on a healthy node. The
+// servers, so deleting one with grace period 0 lets OLM create a new one on a healthy node. It
+// also knows the dead pods OLM keeps on any node (OLM issues #3459, #3519, OCPBUGS-46474): a
+// registry pod in a terminal phase, which the kubelet evicted or stopped on a node shutdown. The
 // catalog-pods reconciler and doctor decide with it.
 package catalog
 
@@ -41,6 +43,9 @@ const (
 	ReasonNotOwned     Reason = "NotOwnedByCatalogSource"
 	ReasonNodeReady    Reason = "NodeReady"
 	ReasonNotScheduled Reason = "NotScheduled"
+	// ReasonPodFailed: the pod is in a terminal phase (Failed, e.g. Evicted; or Succeeded), on
+	// whatever node. OLM keeps such a pod as its registry server (OLM #3459, #3519, OCPBUGS-46474).
+	ReasonPodFailed Reason = "PodFailed"
 )
 
 // Decision is what to do with one catalog pod.
@@ -128,17 +133,44 @@ func OwnedByCatalogSource(pod *corev1.Pod, catalogSourceUID types.UID) bool {
 	return ok && catalogSourceUID != "" && ref.UID == catalogSourceUID
 }
 
+// PodTerminal reports whether the pod's phase is Failed or Succeeded: the kubelet runs none of its
+// containers again, so a registry pod in it serves nothing, wherever it is. The kubelet sets Failed
+// when it evicts a pod (reason Evicted: memory or disk pressure) or stops it on a node shutdown
+// (reason Terminated or Shutdown); neither sets a deletionTimestamp.
+func PodTerminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+}
+
 // Decide chooses what to do with a catalog pod. catalogSourceUID is the UID of the CatalogSource
 // in the pod's namespace named by its CatalogSourceOwner ("" when there is none): only a pod
 // owned by a live CatalogSource is ever deleted, whatever its labels say (a tenant can label any
 // pod olm.catalogSource). node is nil when the pod's node does not exist; goneSince is when that
 // was first seen. now and grace are the clock and --catalog-pod-grace.
+//
+// A pod in a terminal phase is deleted at once, on a Ready node too. OLM keeps it as its registry
+// server: its health check never reads the pod's phase, only (v0.32 on) a DisruptionTarget=True
+// condition, and before that only a DisruptionTarget with a deletionTimestamp, which the kubelet's
+// eviction and node shutdown do not set (OLM #3459, #3519, OCPBUGS-46474; v0.46.0 still keeps a
+// Failed pod without DisruptionTarget). No grace and no outage guard apply: both are there
+// because a NotReady node may be a false signal, and a terminal phase is none; deleting a pod that
+// serves nothing can only help.
+//
+// A pod with DisruptionTarget=True that is not yet terminal is left to the rules below, as any
+// other: the disruption is under way and ends without olmguard. The kubelet is evicting it (it
+// then turns Failed, deleted by the rule above) or it is being deleted (preemption, the eviction
+// API, the taint manager), which its kubelet finishes, after which OLM finds no pod and creates
+// one; deleting it earlier would only cut short the graceful termination of a pod that may still
+// serve (and OLM v0.32 on deletes it itself). Only when no kubelet will finish it, on a NotReady
+// or missing node, is it force-deleted, by the node rules.
 func Decide(pod *corev1.Pod, catalogSourceUID types.UID, node *corev1.Node, goneSince, now time.Time, grace time.Duration, health Health) Decision {
 	if _, ok := pod.Labels[olm.CatalogSourceLabel]; !ok {
 		return Decision{Reason: ReasonNotCatalogPod}
 	}
 	if !OwnedByCatalogSource(pod, catalogSourceUID) {
 		return Decision{Reason: ReasonNotOwned}
+	}
+	if PodTerminal(pod) {
+		return Decision{Delete: true, Reason: ReasonPodFailed}
 	}
 	if pod.Spec.NodeName == "" {
 		return Decision{Reason: ReasonNotScheduled}

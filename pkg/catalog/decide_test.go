@@ -131,3 +131,69 @@ func TestOutage(t *testing.T) {
 		}
 	}
 }
+
+// A registry pod in a terminal phase serves nothing, and OLM keeps it: its health check never reads
+// the phase (OLM #3459, #3519, OCPBUGS-46474; v0.46.0 still keeps a Failed pod without a
+// DisruptionTarget condition, and OLM before v0.32 one with DisruptionTarget=True but no
+// deletionTimestamp, as the kubelet's eviction leaves it). Such a pod is deleted at once, on
+// whatever node, but only when a live CatalogSource owns it; a pod still running with
+// DisruptionTarget=True is left to the kubelet that is terminating it.
+// Fails before the fix: every terminal pod on a Ready node was left (NodeReady), and the ones on a
+// node within its grace or during an outage waited or were held.
+func TestDecideTerminalPods(t *testing.T) {
+	const grace = 30 * time.Second
+	ready := builders.Node("a", "z1", corev1.ConditionTrue, now.Add(-time.Hour))
+	healthy := []corev1.Node{ready, builders.Node("b", "z2", corev1.ConditionTrue, now.Add(-time.Hour)), builders.Node("c", "z3", corev1.ConditionTrue, now.Add(-time.Hour))}
+	justDown := builders.Node("a", "z1", corev1.ConditionUnknown, now.Add(-10*time.Second))
+	longDown := builders.Node("a", "z1", corev1.ConditionUnknown, now.Add(-time.Minute))
+	outage := []corev1.Node{longDown, builders.Node("b", "z2", corev1.ConditionUnknown, now.Add(-time.Minute)), healthy[2]}
+	disruption := func(reason string) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason}
+	}
+	pod := func(node string, deleted *time.Time, phase corev1.PodPhase, reason string, conds ...corev1.PodCondition) *corev1.Pod {
+		p := builders.CatalogPod(node, deleted)
+		p.Status = corev1.PodStatus{Phase: phase, Reason: reason, Conditions: conds}
+		return p
+	}
+	lookAlike := func(edit func(p *corev1.Pod)) *corev1.Pod {
+		p := pod("a", nil, corev1.PodFailed, "Evicted")
+		edit(p)
+		return p
+	}
+	failed := catalog.Decision{Delete: true, Reason: catalog.ReasonPodFailed}
+	tests := []struct {
+		name  string
+		pod   *corev1.Pod
+		uid   types.UID // of the CatalogSource named by the pod's owner ("" = none of that name)
+		node  *corev1.Node
+		nodes []corev1.Node
+		want  catalog.Decision
+	}{
+		{"evicted on a Ready node, no DisruptionTarget (v0.46.0 keeps it)", pod("a", nil, corev1.PodFailed, "Evicted"), builders.CatalogSourceUID, &ready, healthy, failed},
+		{"evicted with DisruptionTarget=True (OLM before v0.32 keeps it)", pod("a", nil, corev1.PodFailed, "Evicted", disruption("TerminationByKubelet")), builders.CatalogSourceUID, &ready, healthy, failed},
+		{"stopped on a node shutdown", pod("a", nil, corev1.PodFailed, "Terminated"), builders.CatalogSourceUID, &ready, healthy, failed},
+		{"succeeded", pod("a", nil, corev1.PodSucceeded, ""), builders.CatalogSourceUID, &ready, healthy, failed},
+		{"failed and terminating on a Ready node", pod("a", &now, corev1.PodFailed, "Evicted"), builders.CatalogSourceUID, &ready, healthy, failed},
+		{"failed on a node within its grace: no wait", pod("a", nil, corev1.PodFailed, "Evicted"), builders.CatalogSourceUID, &justDown, []corev1.Node{justDown, healthy[1], healthy[2]}, failed},
+		{"failed on a node that is gone", pod("gone", nil, corev1.PodFailed, "Evicted"), builders.CatalogSourceUID, nil, healthy, failed},
+		{"failed and never scheduled", pod("", nil, corev1.PodFailed, ""), builders.CatalogSourceUID, nil, healthy, failed},
+		{"failed during a cluster outage: a terminal phase is no false signal", pod("a", nil, corev1.PodFailed, "Evicted"), builders.CatalogSourceUID, &longDown, outage, failed},
+		{"running, DisruptionTarget=True, kubelet evicting: left to the kubelet", pod("a", nil, corev1.PodRunning, "", disruption("TerminationByKubelet")), builders.CatalogSourceUID, &ready, healthy, catalog.Decision{Reason: catalog.ReasonNodeReady}},
+		{"running, preempted and terminating: left to the kubelet", pod("a", &now, corev1.PodRunning, "", disruption("PreemptionByScheduler")), builders.CatalogSourceUID, &ready, healthy, catalog.Decision{Reason: catalog.ReasonNodeReady}},
+		{"running, DisruptionTarget=True, on a node NotReady past grace: the node rule", pod("a", nil, corev1.PodRunning, "", disruption("DeletionByTaintManager")), builders.CatalogSourceUID, &longDown, []corev1.Node{longDown, healthy[1], healthy[2]}, catalog.Decision{Delete: true, Reason: catalog.ReasonNodeNotReady}},
+		{"running on a Ready node", pod("a", nil, corev1.PodRunning, ""), builders.CatalogSourceUID, &ready, healthy, catalog.Decision{Reason: catalog.ReasonNodeReady}},
+		// A tenant's look-alikes: Failed, labelled olm.catalogSource, but not owned by a live CatalogSource.
+		{"look-alike: label only, no owner", lookAlike(func(p *corev1.Pod) { p.OwnerReferences = nil }), builders.CatalogSourceUID, &ready, healthy, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"look-alike: owner with a forged UID", lookAlike(func(p *corev1.Pod) { p.OwnerReferences[0].UID = "forged" }), builders.CatalogSourceUID, &ready, healthy, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"look-alike: owner in another group", lookAlike(func(p *corev1.Pod) { p.OwnerReferences[0].APIVersion = "evil.example/v1alpha1" }), builders.CatalogSourceUID, &ready, healthy, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"owner CatalogSource deleted", pod("a", nil, corev1.PodFailed, "Evicted"), "", &ready, healthy, catalog.Decision{Reason: catalog.ReasonNotOwned}},
+		{"owned but not labelled", lookAlike(func(p *corev1.Pod) { p.Labels = nil }), builders.CatalogSourceUID, &ready, healthy, catalog.Decision{Reason: catalog.ReasonNotCatalogPod}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := catalog.Decide(tt.pod, tt.uid, tt.node, now.Add(-time.Minute), now, grace, catalog.NodeHealth(tt.nodes)); got != tt.want {
+				t.Errorf("Decide = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

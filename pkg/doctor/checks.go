@@ -263,7 +263,8 @@ func CheckUnpackJobs(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps) []Fin
 
 // CheckCatalogPods finds catalog pods on NotReady or missing nodes, and catalog pods stuck
 // terminating for longer than stuckAfter: the catalog serves nothing until they are gone (F5,
-// OLM issue #3208). It also finds catalog pods whose registry container was OOMKilled or is in
+// OLM issue #3208). It finds catalog pods in a terminal phase (Failed, e.g. Evicted), which OLM
+// keeps as its registry server (OLM #3459, #3519, OCPBUGS-46474), on any node. It also finds catalog pods whose registry container was OOMKilled or is in
 // CrashLoopBackOff (class OLM), from the container statuses the kubelet writes; OLM's registry
 // update pods are left out (OLM deletes failing ones itself). owned (nil: every pod) tells the
 // pods of a live CatalogSource (CatalogPodOwned): only those get F5 findings, the ones
@@ -276,13 +277,20 @@ func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stu
 	var out []Finding
 	for i := range pods {
 		p := &pods[i]
-		if _, ok := p.Labels[olm.CatalogSourceLabel]; !ok || p.Spec.NodeName == "" {
+		if _, ok := p.Labels[olm.CatalogSourceLabel]; !ok {
+			continue
+		}
+		f5 := owned == nil || owned(p)
+		if f5 && catalog.PodTerminal(p) {
+			out = append(out, catalogPodTerminal(p))
+			continue
+		}
+		if p.Spec.NodeName == "" {
 			continue
 		}
 		f := Finding{Class: F5, Kind: "Pod", Namespace: p.Namespace, Name: p.Name,
 			Fix: "olmguard's controller force-deletes it after --catalog-pod-grace so OLM recreates it on a healthy node; by hand, force-delete it"}
 		node := byName[p.Spec.NodeName]
-		f5 := owned == nil || owned(p)
 		switch {
 		case f5 && node == nil:
 			f.Check, f.Problem = "CatalogPodNodeGone", fmt.Sprintf("catalog %s runs on node %s, which no longer exists", p.Labels[olm.CatalogSourceLabel], p.Spec.NodeName)
@@ -303,6 +311,28 @@ func CheckCatalogPods(pods []corev1.Pod, nodes []corev1.Node, now time.Time, stu
 		out = append(out, withCommands(f, kubectl(p.Namespace, "delete", "pod").Name("", "Pod", p.Name).Args("--force", "--grace-period=0")))
 	}
 	return out
+}
+
+// catalogPodTerminal is the F5 finding on a catalog pod in a terminal phase, with what the
+// kubelet wrote (phase, reason, message) as evidence.
+func catalogPodTerminal(p *corev1.Pod) Finding {
+	evidence := "phase " + string(p.Status.Phase)
+	if p.Status.Reason != "" {
+		evidence += ", reason " + p.Status.Reason
+	}
+	if p.Status.Message != "" {
+		evidence += ": " + p.Status.Message
+	}
+	on := "never scheduled"
+	if p.Spec.NodeName != "" {
+		on = "on node " + p.Spec.NodeName
+	}
+	f := Finding{Class: F5, Kind: "Pod", Namespace: p.Namespace, Name: p.Name, Check: "CatalogPodFailed",
+		Problem: fmt.Sprintf("catalog %s pod is %s (%s) and serves nothing, but OLM keeps it and creates no other (OLM issues #3459, #3519)",
+			p.Labels[olm.CatalogSourceLabel], p.Status.Phase, on),
+		Evidence: evidence,
+		Fix:      "olmguard's controller deletes it at once so OLM recreates it; by hand, delete it"}
+	return withCommands(f, kubectl(p.Namespace, "delete", "pod").Name("", "Pod", p.Name).Args("--force", "--grace-period=0"))
 }
 
 // CatalogPodOwned tells the pods owned by one of cats as pkg/catalog requires before the

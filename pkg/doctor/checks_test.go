@@ -251,6 +251,41 @@ func TestCheckCatalogPodsOnlyOwned(t *testing.T) {
 	}
 }
 
+// A catalog pod in a terminal phase is an F5 finding on any node, the controller's rule: OLM keeps
+// it as its registry server (OLM #3459, #3519, OCPBUGS-46474). A tenant's Failed look-alike is
+// none. Fails before the fix: no finding for the Failed pods on the Ready node or unscheduled.
+func TestCheckCatalogPodsTerminal(t *testing.T) {
+	cs := v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: "ops", UID: "ops-uid"}}
+	good := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "good"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	pod := func(name, node string, owner types.UID, phase corev1.PodPhase) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: name, Labels: map[string]string{olm.CatalogSourceLabel: "ops"}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+		if phase == corev1.PodFailed {
+			p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
+		}
+		if owner != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: olm.V1alpha1APIVersion, Kind: olm.CatalogSourceKind, Name: "ops", UID: owner}}
+		}
+		return p
+	}
+	pods := []corev1.Pod{
+		pod("evicted", "good", "ops-uid", corev1.PodFailed),
+		pod("unscheduled", "", "ops-uid", corev1.PodFailed),
+		pod("running", "good", "ops-uid", corev1.PodRunning),
+		pod("look-alike", "good", "", corev1.PodFailed),
+		pod("forged", "good", "forged-uid", corev1.PodFailed),
+	}
+	got := CheckCatalogPods(pods, []corev1.Node{good}, now, 5*time.Minute, CatalogPodOwned([]v1alpha1.CatalogSource{cs}, true))
+	if c := checks(t, got); c != "F5:CatalogPodFailed:olm/evicted,F5:CatalogPodFailed:olm/unscheduled" {
+		t.Fatalf("findings %s", c)
+	}
+	f := got[0]
+	if f.Evidence != "phase Failed, reason Evicted: The node was low on resource: memory." || !strings.Contains(f.Problem, "on node good") ||
+		!slices.Equal(f.Commands, []string{"kubectl -n olm delete pod evicted --force --grace-period=0"}) {
+		t.Errorf("finding %+v", f)
+	}
+}
+
 func TestSortAndTable(t *testing.T) {
 	fs := []Finding{{Class: F5, Kind: "Pod", Namespace: "b", Name: "p", Problem: "x", Fix: "y"},
 		{Class: F1, Kind: "InstallPlan", Namespace: "a", Name: "ip", Problem: "multi\nline", Fix: "z"}}

@@ -64,10 +64,12 @@ var (
 		Help: "InstallPlans the controller patched to add missing Subscription ownerReferences.",
 	})
 
-	// CatalogPodRecoveries counts catalog pods force-deleted so OLM recreates them, by reason.
+	// CatalogPodRecoveries counts catalog pods force-deleted so OLM recreates them, by reason (a
+	// lost node: NodeNotReady, NodeGone, PodTerminatingOnNotReadyNode; a dead pod OLM keeps:
+	// PodFailed).
 	CatalogPodRecoveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "olmguard_catalog_pod_recoveries_total",
-		Help: "Catalog pods force-deleted from NotReady or missing nodes so OLM recreates them, by reason.",
+		Help: "Catalog pods force-deleted from NotReady or missing nodes, or in a terminal phase (Failed), so OLM recreates them, by reason.",
 	}, []string{"reason"})
 	// CatalogPodRecoveriesHeld counts recoveries olmguard held back, by reason (ClusterOutage,
 	// ZoneOutage, RateLimited).

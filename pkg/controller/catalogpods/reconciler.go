@@ -1,6 +1,7 @@
 // Package catalogpods recovers OLM catalog pods stranded on nodes that stopped responding (F5,
-// OLM issue #3208): when pkg/catalog decides a pod may go, it force-deletes it, rate limited, so
-// OLM recreates it on a healthy node.
+// OLM issue #3208), and dead ones OLM keeps on any node (a terminal phase: OLM #3459, #3519,
+// OCPBUGS-46474): when pkg/catalog decides a pod may go, it force-deletes it, rate limited, so
+// OLM recreates it.
 package catalogpods
 
 import (
@@ -38,7 +39,15 @@ import (
 // Name of the reconciler and of its Events' reporting controller.
 const Name = "catalog-pods"
 
-// Reconciler force-deletes catalog pods stranded on NotReady or missing nodes.
+// The reasons of the Warning Events on the CatalogSource of a deleted pod: one stranded on a
+// lost node, one in a terminal phase (Failed, e.g. Evicted) that OLM keeps.
+const (
+	EventRecovered       = "CatalogPodRecovered"
+	EventFailedRecovered = "CatalogPodFailedRecovered"
+)
+
+// Reconciler force-deletes catalog pods stranded on NotReady or missing nodes, and catalog pods
+// in a terminal phase.
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
@@ -103,8 +112,9 @@ func (o Options) Validate() error {
 
 // CacheNeeds is how the reconciler's objects are cached: only pods labelled olm.catalogSource (the
 // apiserver filters by label; it cannot by ownerReference), of which those without an
-// ownerReference to a CatalogSource are kept as a bare name (trimPod), and nodes without their
-// images and volumes, which the reconciler never reads. CatalogSources are read through the
+// ownerReference to a CatalogSource are kept as a bare name and the others with only their
+// metadata, node and phase (trimPod), and nodes without their images and volumes, which the
+// reconciler never reads. CatalogSources are read through the
 // manager's client as metadata, which caches them metadata-only.
 //
 // Of pods it reads the olm.catalogSource label, of Nodes the zone label, and no annotation.
@@ -130,7 +140,8 @@ func Add(mgr manager.Manager, o Options) error {
 // trimPod keeps a pod that names no CatalogSource as its owner as nothing but its name: anyone
 // who can create a pod can label it olm.catalogSource, and such a pod is never acted on (the
 // reconciler sees no label and no owner), so the cache holds none of what a tenant wrote into it.
-// The pods OLM creates keep what the reconciler reads, without managed fields.
+// Of the pods OLM creates it keeps what the reconciler reads: the metadata (without managed
+// fields), spec.nodeName and status.phase (a terminal phase: pkg/catalog's ReasonPodFailed).
 func trimPod(obj client.Object) client.Object {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -140,7 +151,8 @@ func trimPod(obj client.Object) client.Object {
 		return &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
 			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp}}
 	}
-	return p
+	return &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: p.ObjectMeta, Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status: corev1.PodStatus{Phase: p.Status.Phase}}
 }
 
 // trimNode keeps what the reconciler reads of a Node: name, labels, creation time, conditions.
@@ -154,7 +166,9 @@ func trimNode(obj client.Object) client.Object {
 	return n
 }
 
-// SetupWithManager watches catalog pods, and Nodes whose readiness changes.
+// SetupWithManager watches catalog pods, and Nodes whose readiness changes. Every change of a
+// candidate pod is reconciled, its status's too: a pod turning Failed on a Ready node is decided
+// on when the kubelet writes the phase.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
@@ -216,7 +230,7 @@ func (r *Reconciler) catalogSourceUID(ctx context.Context, pod *corev1.Pod) (typ
 	return cs.UID, nil
 }
 
-// Reconcile decides about one catalog pod and, when its node is lost, deletes it.
+// Reconcile decides about one catalog pod and, when its node is lost or it is dead, deletes it.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pod := &corev1.Pod{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pod); err != nil {
@@ -228,8 +242,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return r.reconcileNormal(ctx, pod)
 }
 
-// reconcileNormal deletes the pod when pkg/catalog says its node is lost. A pod already being
-// deleted is handled the same way: its kubelet may never confirm the deletion.
+// reconcileNormal deletes the pod when pkg/catalog says its node is lost or the pod is in a
+// terminal phase. A pod already being deleted is handled the same way: its kubelet may never
+// confirm the deletion.
 func (r *Reconciler) reconcileNormal(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(pod)
 	if !isCandidate(pod) {
@@ -287,12 +302,20 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, pod *corev1.Pod) (reco
 	}
 	r.gone.Delete(key)
 	metrics.CatalogPodRecoveries.WithLabelValues(string(d.Reason)).Inc()
-	log.Info("deleted catalog pod stranded on a lost node so OLM recreates it (OLM issue #3208)")
+	reason, note := EventRecovered, fmt.Sprintf("deleted catalog pod %s stranded on node %s (%s) so OLM recreates it on a healthy node (OLM issue #3208)",
+		pod.Name, pod.Spec.NodeName, d.Reason)
+	if d.Reason == catalog.ReasonPodFailed {
+		// OLM #3459, #3519, OCPBUGS-46474: OLM keeps a registry pod the kubelet evicted or stopped.
+		reason, note = EventFailedRecovered, fmt.Sprintf("deleted catalog pod %s, phase %s on node %s, which OLM keeps as its registry server "+
+			"(OLM issues #3459, #3519), so OLM recreates it", pod.Name, pod.Status.Phase, pod.Spec.NodeName)
+		log.Info("deleted dead catalog pod OLM keeps so OLM recreates it (OLM issues #3459, #3519)", "phase", pod.Status.Phase)
+	} else {
+		log.Info("deleted catalog pod stranded on a lost node so OLM recreates it (OLM issue #3208)")
+	}
 	if ref, ok := catalog.CatalogSourceOwner(pod); ok {
 		cs := &v1alpha1.CatalogSource{TypeMeta: metav1.TypeMeta{APIVersion: ref.APIVersion, Kind: ref.Kind},
 			ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: pod.Namespace, UID: ref.UID}}
-		r.Recorder.Eventf(cs, pod, corev1.EventTypeWarning, "CatalogPodRecovered", "Recover",
-			"deleted catalog pod %s stranded on node %s (%s) so OLM recreates it on a healthy node (OLM issue #3208)", pod.Name, pod.Spec.NodeName, d.Reason)
+		r.Recorder.Eventf(cs, pod, corev1.EventTypeWarning, reason, "Recover", "%s", note)
 	}
 	return reconcile.Result{}, nil
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,8 +32,10 @@ import (
 var env *testenv.Env
 
 // held counts, by pod name, the decisions the reconciler logged to leave a catalog pod on its
-// NotReady node (the outage guard): a held decision is otherwise invisible.
-var held = &heldLog{n: map[string]int{}}
+// NotReady node (the outage guard): a held decision is otherwise invisible. It also counts the
+// reconciles of each pod that ended without a requeue (controller-runtime's "Reconcile
+// successful", logged at V(5); the sink enables every level).
+var held = &heldLog{n: map[string]int{}, done: map[string]int{}}
 
 // TestMain runs one control plane and a manager with only this reconciler (grace 2s).
 func TestMain(m *testing.M) {
@@ -110,14 +114,21 @@ func podOn(t *testing.T, ctx context.Context, ns, node string, owners []metav1.O
 }
 
 type heldLog struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu   sync.Mutex
+	n    map[string]int
+	done map[string]int
 }
 
 func (h *heldLog) count(name string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.n[name]
+}
+
+func (h *heldLog) reconciled(name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.done[name]
 }
 
 // heldSink is a logr.LogSink that records the reconciler's held decisions in a heldLog.
@@ -129,14 +140,19 @@ type heldSink struct {
 func (heldSink) Init(logr.RuntimeInfo) {}
 func (heldSink) Enabled(int) bool      { return true }
 func (s heldSink) Info(_ int, msg string, kv ...any) {
-	if !strings.HasPrefix(msg, "catalog pod left on its NotReady node") {
+	counts := s.log.n
+	switch {
+	case strings.HasPrefix(msg, "catalog pod left on its NotReady node"):
+	case msg == "Reconcile successful":
+		counts = s.log.done
+	default:
 		return
 	}
 	all := append(slices.Clone(s.values), kv...)
 	for i := 0; i+1 < len(all); i += 2 {
 		if name, ok := all[i+1].(string); ok && all[i] == "name" {
 			s.log.mu.Lock()
-			s.log.n[name]++
+			counts[name]++
 			s.log.mu.Unlock()
 		}
 	}
@@ -274,5 +290,114 @@ func TestTenantLookAlikesAreLeftAlone(t *testing.T) {
 		if gone(ctx, p) {
 			t.Errorf("deleted a tenant's pod (%s) on the NotReady node", what)
 		}
+	}
+}
+
+// setPodStatus writes the pod's status as a kubelet would.
+func setPodStatus(t *testing.T, ctx context.Context, p *corev1.Pod, phase corev1.PodPhase, reason string, conds ...corev1.PodCondition) {
+	t.Helper()
+	p.Status = corev1.PodStatus{Phase: phase, Reason: reason, Conditions: conds}
+	if err := env.Client.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A catalog pod the kubelet evicted on a Ready node (phase Failed, reason Evicted, no
+// DisruptionTarget) is deleted so OLM recreates it: OLM keeps it as its registry server (OLM
+// #3459, #3519, OCPBUGS-46474). The pod was Running and decided on (left: its node is Ready)
+// before its status turned Failed, so only the watch of its status brings it back to the
+// reconciler. A tenant's Failed look-alikes on the same node stay, and so does a pod still
+// Running with DisruptionTarget=True (the kubelet is terminating it).
+// Fails before the fix: the Failed catalog pod on the Ready node was never deleted.
+func TestFailedCatalogPodOnReadyNode(t *testing.T) {
+	env = testenv.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testenv.Patience)
+	defer cancel()
+	ns := "evicted"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	setNode(t, ctx, "f", corev1.ConditionTrue)
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "f"}})
+	})
+	shop := catalogSource(t, ctx, ns, "shop")
+	forged := ownedBy(shop)
+	forged[0].UID = "0f0f0f0f-0000-4000-8000-000000000000"
+	ghost := ownedBy(&v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "ghost", UID: "1e1e1e1e-0000-4000-8000-000000000000"}})
+	lookAlikes := map[string]*corev1.Pod{
+		"label only":                podOn(t, ctx, ns, "f", nil),
+		"owner with a forged UID":   podOn(t, ctx, ns, "f", forged),
+		"owner that does not exist": podOn(t, ctx, ns, "f", ghost),
+	}
+	disrupted := podOn(t, ctx, ns, "f", ownedBy(shop))
+	evicted := podOn(t, ctx, ns, "f", ownedBy(shop))
+
+	before := held.reconciled(evicted.Name)
+	setPodStatus(t, ctx, evicted, corev1.PodRunning, "")
+	testenv.Eventually(t, "the running catalog pod decided on", func(context.Context) (bool, error) {
+		return held.reconciled(evicted.Name) > before, nil
+	})
+	if gone(ctx, evicted) {
+		t.Fatal("deleted a Running catalog pod on a Ready node")
+	}
+
+	// The look-alikes and the disrupted pod change first: the reconciler works through its queue
+	// in order, so once the evicted catalog pod is gone each of them has been decided on.
+	for _, p := range lookAlikes {
+		setPodStatus(t, ctx, p, corev1.PodFailed, "Evicted")
+	}
+	setPodStatus(t, ctx, disrupted, corev1.PodRunning, "",
+		corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet", LastTransitionTime: metav1.Now()})
+	setPodStatus(t, ctx, evicted, corev1.PodFailed, "Evicted")
+	testenv.Eventually(t, "the evicted catalog pod on the Ready node deleted", func(ctx context.Context) (bool, error) {
+		return gone(ctx, evicted), nil
+	})
+	for what, p := range lookAlikes {
+		if gone(ctx, p) {
+			t.Errorf("deleted a tenant's Failed pod (%s)", what)
+		}
+	}
+	if gone(ctx, disrupted) {
+		t.Error("deleted a Running catalog pod with DisruptionTarget=True, which its kubelet is terminating")
+	}
+	testenv.Eventually(t, "CatalogPodFailedRecovered Event on CatalogSource shop", func(ctx context.Context) (bool, error) {
+		events := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == catalogpods.EventFailedRecovered && e.Regarding.Name == shop.Name && e.Related != nil && e.Related.Name == evicted.Name {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// The cache keeps of a catalog pod what the reconciler reads, the phase among it, and nothing of
+// a look-alike without a CatalogSource owner. Fails before the fix: the cache held the whole pod
+// (containers, status reason and message), more than the reconciler reads.
+func TestCachedPodFields(t *testing.T) {
+	var trim func(client.Object) client.Object
+	for _, k := range catalogpods.CacheNeeds() {
+		if _, ok := k.Object.(*corev1.Pod); ok {
+			trim = k.Fields.Trim
+		}
+	}
+	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "cat", UID: "cat-uid"}}
+	full := func(owners []metav1.OwnerReference) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "olm", Labels: map[string]string{olm.CatalogSourceLabel: "cat"}, OwnerReferences: owners},
+			Spec:   corev1.PodSpec{NodeName: "n", Containers: []corev1.Container{{Name: "registry-server", Image: "registry.example/cat:1"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."}}
+	}
+	got := trim(full(ownedBy(cs))).(*corev1.Pod)
+	want := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "olm", Labels: map[string]string{olm.CatalogSourceLabel: "cat"}, OwnerReferences: ownedBy(cs)},
+		Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodFailed}}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("cached catalog pod\n%+v\nwant\n%+v", got, want)
+	}
+	if got := trim(full(nil)).(*corev1.Pod); got.Status.Phase != "" || got.Labels != nil || got.Spec.NodeName != "" {
+		t.Errorf("cached look-alike %+v: want its name only", got)
 	}
 }
