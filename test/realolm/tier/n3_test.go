@@ -37,11 +37,12 @@ const n3StockWindow = 20 * time.Second
 // deletionTimestamp, so kwok leaves the Failed status as written. The test checks that it stays so
 // for the whole stock window.
 func TestN3FailedCatalogPodRecovered(t *testing.T) {
+	declare(t, "N3: Failed catalog pods OLM keeps (#3459, #3519)", true)
 	c, o := realOLM(t)
 	c.SkipUnlessKwok(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*testenv.Patience)
 	defer cancel()
-	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.OLMNamespace, Name: "n3-registry"},
+	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: o.CatalogNamespace, Name: "n3-registry"},
 		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Image: "olmguard.test/n3-catalog:latest", DisplayName: "n3"}}
 	if err := c.Client.Create(ctx, cs); err != nil {
 		t.Fatal(err)
