@@ -98,7 +98,10 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	if err != nil {
 		return rows, err
 	}
-	stop() // the copied CSVs are OLM's alone: olmguard's answer is doctor's
+	// The copied CSVs are OLM's alone: olmguard's answer is doctor's. The apiserver drops removed
+	// webhook configurations asynchronously.
+	stop()
+	time.Sleep(2 * time.Second)
 	copiedStock, copiedGuarded, err := d.realCopiedCSVs(ctx, c, o, bin)
 	if err != nil {
 		return rows, err
