@@ -163,7 +163,7 @@ func (d *demo) realCopiedCSVs(ctx context.Context, c *cluster.Cluster, o *cluste
 		return "", "", err
 	}
 	guarded = fmt.Sprintf("doctor reports CopiedCSVsMultiply and OLMConfig's disableCopiedCSVs; with it applied OLM deleted the %d copies in %s",
-		r.Copies, time.Since(fixed).Round(time.Second))
+		r.Copies, time.Since(fixed).Round(100*time.Millisecond))
 	fmt.Fprintf(d.out, "    %s\n", guarded)
 	return stock, guarded, nil
 }
