@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/drift"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
@@ -144,14 +143,11 @@ func (d *demo) realOrphanCSV(ctx context.Context, c *cluster.Cluster, bin, mode 
 		return res, nil
 	}
 	done = d.step("kubectl olmguard doctor -n %s, then its fix", ns)
-	f, err := doctorFinding(ctx, bin, c.Kubeconfig, ns, "OrphanCSVBlocksResolution")
+	f, err := doctorFinding(ctx, bin, c.Kubeconfig, "OrphanCSVBlocksResolution", "-n", ns)
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(d.out, "    doctor: %s\n    fix: %s\n", printable.Line(f.Problem), printable.Line(f.Fix))
-	for _, c := range f.Commands {
-		fmt.Fprintf(d.out, "      %s\n", printable.Line(c))
-	}
+	printFinding(d.out, f)
 	fixed := time.Now()
 	orphan := &v1alpha1.ClusterServiceVersion{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: csvName}, orphan); err != nil {
@@ -175,9 +171,10 @@ func (d *demo) realOrphanCSV(ctx context.Context, c *cluster.Cluster, bin, mode 
 	return res, nil
 }
 
-// doctorFinding runs `kubectl olmguard doctor -n ns -o json` and returns its finding of check.
-func doctorFinding(ctx context.Context, bin, kubeconfig, ns, check string) (doctor.Finding, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl-olmguard"), "doctor", "--kubeconfig", kubeconfig, "-n", ns, "-o", "json")
+// doctorFinding runs `kubectl olmguard doctor -o json` with args (such as -n NS) and returns its
+// finding of check.
+func doctorFinding(ctx context.Context, bin, kubeconfig, check string, args ...string) (doctor.Finding, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl-olmguard"), append([]string{"doctor", "--kubeconfig", kubeconfig, "-o", "json"}, args...)...)
 	out, err := cmd.Output()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) { // exit 1: findings
@@ -192,7 +189,7 @@ func doctorFinding(ctx context.Context, bin, kubeconfig, ns, check string) (doct
 			return f, nil
 		}
 	}
-	return doctor.Finding{}, fmt.Errorf("kubectl olmguard doctor -n %s reported no %s: %+v", ns, check, report.Findings)
+	return doctor.Finding{}, fmt.Errorf("kubectl olmguard doctor %s reported no %s: %+v", strings.Join(args, " "), check, report.Findings)
 }
 
 // tenantCatalog is the catalog a tenant serves in its namespace (OLM #3820), started once per demo.

@@ -19,7 +19,11 @@ import (
 )
 
 // realRows are the rows replayed on OLM's own binaries.
-type realRows struct{ f1, f3, f4, approval, operatorGroup, orphan, unpackRetry, catalogTrust row }
+type realRows struct {
+	f1, f3, f4, approval, operatorGroup, orphan, unpackRetry, catalogTrust row
+	// The failures users reported in 2025-2026 (olm-facts §8).
+	replacesCycle, serviceAccount, copiedCSVs row
+}
 
 // realOLMAvailable says why the real-OLM rows cannot run, or nil: they need OLM's binaries and
 // CRDs from ../shared (see ../shared/olm/README).
@@ -56,7 +60,9 @@ func runOlmguard(ctx context.Context, bin string, c *cluster.Cluster, webhookFla
 }
 
 // realOLM replays F1 and F3 on OLM realolm.Version and F4 across the OLM upgrade realolm.OLMBefore
-// -> realolm.OLMAfter, each on stock OLM and then with olmguard, on clusters of their own.
+// -> realolm.OLMAfter, each on stock OLM and then with olmguard, on clusters of their own; and the
+// failures users reported in 2025-2026: the ServiceAccount and the copied CSVs on the first
+// cluster, the replaces cycle on one of its own.
 func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	var rows realRows
 	done := d.step("starting a second local cluster with OLM %s (its own olm-operator and catalog-operator)", realolm.Version)
@@ -65,7 +71,7 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 		return rows, err
 	}
 	defer stopped("stopping the real-OLM cluster", c.Stop)
-	o, err := realolm.StartOLM(ctx, c, realolm.Version, realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta)
+	o, err := realolm.StartOLM(ctx, c, realolm.Version, realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta, realolm.Omega)
 	if err != nil {
 		return rows, err
 	}
@@ -92,11 +98,23 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	if err != nil {
 		return rows, err
 	}
+	// The copied CSVs are OLM's alone: olmguard's answer is doctor's. The apiserver drops removed
+	// webhook configurations asynchronously.
+	stop()
+	time.Sleep(2 * time.Second)
+	copiedStock, copiedGuarded, err := d.realCopiedCSVs(ctx, c, o, bin)
+	if err != nil {
+		return rows, err
+	}
 	f4Stock, f4Guarded, err := d.realF4(ctx, bin)
 	if err != nil {
 		return rows, err
 	}
 	retryStock, retryGuarded, err := d.realUnpackRetry(ctx, bin)
+	if err != nil {
+		return rows, err
+	}
+	cycleStock, cycleGuarded, err := d.realReplacesCycle(ctx, bin)
 	if err != nil {
 		return rows, err
 	}
@@ -109,14 +127,17 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	rows.unpackRetry = row{"failed bundle unpack never retried", "#2265", "OLM " + realolm.OLMAfter, retryStock, retryGuarded}
 	rows.catalogTrust = row{"a tenant's catalog gets cluster-wide rights", "#3820", real, stock.catalogTrust, guarded.catalogTrust}
 	rows.orphan = row{"an orphan CSV blocks resolution", "#2201", real, stock.orphan, guarded.orphan}
+	rows.replacesCycle = row{"N1 a CSV replacing itself loops olm-operator", "OCPBUGS-23954", real + " (ClusterOperator status on)", cycleStock, cycleGuarded}
+	rows.serviceAccount = row{"N2 an upgrade drops a ServiceAccount's metadata", "#3607", real, stock.serviceAccount, guarded.serviceAccount}
+	rows.copiedCSVs = row{"N4 copied CSVs multiply with namespaces", "OCPBUGS-37982", real, copiedStock, copiedGuarded}
 	return rows, nil
 }
 
 // realOutcomes are the outcomes, in one mode, of the replays on the shared real-OLM cluster.
-type realOutcomes struct{ f1, f3, approval, operatorGroup, orphan, catalogTrust string }
+type realOutcomes struct{ f1, f3, approval, operatorGroup, orphan, catalogTrust, serviceAccount string }
 
 // realReplays replays, in mode, F1, F3 (installing and uninstalling f3), the approval, the second
-// OperatorGroup, the orphan CSV and the tenant's catalog on c.
+// OperatorGroup, the orphan CSV, the tenant's catalog and the ServiceAccount's upgrade on c.
 func (d *demo) realReplays(ctx context.Context, c *cluster.Cluster, olm *cluster.OLM, tc *tenantCatalog, bin, mode string, f3 realolm.Package) (o realOutcomes, err error) {
 	if o.f1, err = d.realF1(ctx, c, mode, realF1Namespaces); err != nil {
 		return o, err
@@ -133,7 +154,10 @@ func (d *demo) realReplays(ctx context.Context, c *cluster.Cluster, olm *cluster
 	if o.orphan, err = d.realOrphanCSV(ctx, c, bin, mode); err != nil {
 		return o, err
 	}
-	o.catalogTrust, err = d.realCatalogTrust(ctx, c, olm, tc, mode)
+	if o.catalogTrust, err = d.realCatalogTrust(ctx, c, olm, tc, mode); err != nil {
+		return o, err
+	}
+	o.serviceAccount, err = d.realServiceAccount(ctx, c, mode)
 	return o, err
 }
 

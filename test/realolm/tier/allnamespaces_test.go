@@ -7,21 +7,17 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm"
-	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// Omega is installed for AllNamespaces only: no other scenario provides its API, so OLM's
-// check that operator groups do not provide the same API twice leaves it alone.
-var Omega = realolm.Package{Name: "omega", Versions: []string{"1.0.0"}}
+// Omega is realolm.Omega, served by the tier's catalog.
+var Omega = realolm.Omega
 
 // TestAllNamespacesInstall installs an operator as most OpenShift users do: a Subscription in the
 // global operators namespace (openshift-operators, whose OperatorGroup targets every namespace;
@@ -33,14 +29,7 @@ func TestAllNamespacesInstall(t *testing.T) {
 	declare(t, "AllNamespaces install in the global operators namespace", true)
 	c, o := realOLM(t)
 	ctx := context.Background()
-	global := o.GlobalOperatorsNamespace
-	if global == "" {
-		global = must(testenv.NewNamespace(ctx, c.Client, "global-operators"))(t)
-		og := &olmv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Namespace: global, Name: cluster.GlobalOperatorGroup}}
-		if err := c.Client.Create(ctx, og); err != nil {
-			t.Fatal(err)
-		}
-	}
+	global := must(realolm.GlobalOperators(ctx, c.Client, o))(t)
 	other := must(testenv.NewNamespace(ctx, c.Client, "copy-target"))(t)
 	runOlmguard(t, c)
 

@@ -7,90 +7,21 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/realolm"
 )
 
-// What a user puts on an operator's ServiceAccount: EKS IRSA's role annotation, a label and an
-// image pull secret.
-const (
-	saRoleAnnotation = "eks.amazonaws.com/role-arn"
-	saRole           = "arn:aws:iam::111122223333:role/alpha-operator"
-	saLabel          = "team"
-	saPullSecret     = "registry-credentials"
-)
-
-// saKept is what of the user's metadata is on the ServiceAccount after the upgrade.
-type saKept struct {
-	Annotation, Label, PullSecret bool
-	// Upgraded is false when stock OLM never got to the upgrade (its stale resolution race).
-	Upgraded bool
-}
-
-func (k saKept) String() string {
-	return fmt.Sprintf("annotation %v, label %v, imagePullSecret %v", k.Annotation, k.Label, k.PullSecret)
-}
-
-// upgradeWithUserMetadata installs Alpha v1 (Manual), puts the user's metadata on its
-// ServiceAccount, approves the upgrade to v2 (whose plan has a ServiceAccount step: the new CSV's
-// ownerReference) and reports what of the metadata is left once v2 Succeeded.
-func upgradeWithUserMetadata(t *testing.T, c *cluster.Cluster, prefix string, stock bool) saKept {
+// upgradeWithUserMetadata is realolm.UpgradeWithUserMetadata in a fresh namespace named after
+// prefix, logged to the test; stock tolerates OLM's stale resolution race.
+func upgradeWithUserMetadata(t *testing.T, c *cluster.Cluster, prefix string, stock bool) realolm.SAKept {
 	t.Helper()
-	ctx := context.Background()
-	ns := operatorNamespace(t, c, prefix)
-	sub := subscribe(t, c, ns, "alpha", realolm.Alpha, v1alpha1.ApprovalManual, realolm.Alpha.CSVName("1.0.0"))
-	if !approvePlanFor(t, c, sub, realolm.Alpha.CSVName("1.0.0"), false) {
-		t.Fatalf("no plan for %s", realolm.Alpha.CSVName("1.0.0"))
-	}
-	waitCSV(t, c, ns, realolm.Alpha.CSVName("1.0.0"))
-	sa := &corev1.ServiceAccount{}
-	key := client.ObjectKey{Namespace: ns, Name: realolm.Alpha.ServiceAccount()}
-	if err := c.Client.Get(ctx, key, sa); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s: OLM created ServiceAccount %s with labels %v, owners %d", ns, sa.Name, sa.Labels, len(sa.OwnerReferences))
-	if sa.Annotations == nil {
-		sa.Annotations = map[string]string{}
-	}
-	if sa.Labels == nil {
-		sa.Labels = map[string]string{}
-	}
-	sa.Annotations[saRoleAnnotation], sa.Labels[saLabel] = saRole, "a"
-	sa.ImagePullSecrets = append(sa.ImagePullSecrets, corev1.LocalObjectReference{Name: saPullSecret})
-	if err := c.Client.Update(ctx, sa); err != nil {
-		t.Fatal(err)
-	}
-	if !approvePlanFor(t, c, sub, realolm.Alpha.CSVName("2.0.0"), stock) {
-		t.Logf("stock OLM stuck before %s in %s (its stale resolution race): no upgrade to observe", realolm.Alpha.CSVName("2.0.0"), ns)
-		return saKept{}
-	}
-	waitCSV(t, c, ns, realolm.Alpha.CSVName("2.0.0"))
-	if err := c.Client.Get(ctx, key, sa); err != nil {
-		t.Fatal(err)
-	}
-	owned := false
-	for _, r := range sa.OwnerReferences {
-		owned = owned || r.Kind == "ClusterServiceVersion" && r.Name == realolm.Alpha.CSVName("2.0.0")
-	}
-	if !owned {
-		t.Logf("%s: OLM's ServiceAccount step did not add %s's ownerReference (owners %v)", ns, realolm.Alpha.CSVName("2.0.0"), sa.OwnerReferences)
-	}
-	k := saKept{Annotation: sa.Annotations[saRoleAnnotation] == saRole, Label: sa.Labels[saLabel] == "a", Upgraded: true}
-	for _, s := range sa.ImagePullSecrets {
-		k.PullSecret = k.PullSecret || s.Name == saPullSecret
-	}
-	t.Logf("%s after the upgrade to v2: annotations %v, labels %v, imagePullSecrets %v", ns, sa.Annotations, sa.Labels, sa.ImagePullSecrets)
-	return k
+	return must(realolm.UpgradeWithUserMetadata(context.Background(), c.Client, prefix, stock, t.Logf))(t)
 }
 
 // serviceAccountScenario runs the upgrade on stock OLM, reports what stock kept, then with
 // olmguard, and asserts that olmguard kept everything. wantStockDrops is what the OLM under test
 // is known to drop (olm-facts N2), reported when stock kept it after all.
-func serviceAccountScenario(t *testing.T, c *cluster.Cluster, version, prefix string, wantStockDrops saKept) {
+func serviceAccountScenario(t *testing.T, c *cluster.Cluster, version, prefix string, wantStockDrops realolm.SAKept) {
 	stock := upgradeWithUserMetadata(t, c, prefix+"-stock", true)
 	switch {
 	case !stock.Upgraded:
@@ -109,8 +40,8 @@ func serviceAccountScenario(t *testing.T, c *cluster.Cluster, version, prefix st
 
 // stockDrops is what OLM version drops from an operator's ServiceAccount on an upgrade (olm-facts
 // N2): every annotation too before the fix of #3607 (v0.33.0 upstream, OpenShift 4.20).
-func stockDrops(version string) saKept {
-	drops := saKept{Label: true, PullSecret: true}
+func stockDrops(version string) realolm.SAKept {
+	drops := realolm.SAKept{Label: true, PullSecret: true}
 	if version == "openshift-4.16" || version == "openshift-4.18" {
 		drops.Annotation = true
 	}
@@ -136,7 +67,7 @@ func TestServiceAccountMetadataKeptOnUpgrade(t *testing.T) {
 		t.Cleanup(func() { _ = c.Stop() })
 		o := must(realolm.StartOLM(ctx, c, realolm.OLMAfter, realolm.Alpha))(t)
 		t.Cleanup(o.Stop)
-		serviceAccountScenario(t, c, realolm.OLMAfter, "sa028", saKept{Annotation: true, Label: true, PullSecret: true})
+		serviceAccountScenario(t, c, realolm.OLMAfter, "sa028", realolm.SAKept{Annotation: true, Label: true, PullSecret: true})
 	})
 	t.Run("tier's OLM", func(t *testing.T) {
 		t.Parallel()

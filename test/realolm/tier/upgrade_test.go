@@ -4,14 +4,12 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/test/cluster"
@@ -71,50 +69,12 @@ func upgradeChain(t *testing.T, c *cluster.Cluster, prefix string, stock bool) s
 	return ns
 }
 
-// staleFor is how long a stale resolution failure must last before stock OLM counts as stuck:
-// OLM never retries it, so anything well past a resolution's duration would do.
-const staleFor = 30 * time.Second
-
-// approvePlanFor waits until the Subscription points at a plan that installs csv and approves it.
-// With tolerateStuck, a resolution failure that blames CSVs gone since and lasts staleFor returns
-// false instead.
+// approvePlanFor waits until the Subscription points at a plan that installs csv and approves it
+// (realolm.ApprovePlanFor). With tolerateStuck, a resolution failure that blames CSVs gone since
+// and lasts realolm.StaleFor returns false instead.
 func approvePlanFor(t *testing.T, c *cluster.Cluster, sub *v1alpha1.Subscription, csv string, tolerateStuck bool) bool {
 	t.Helper()
-	var plan *v1alpha1.InstallPlan
-	var staleSince time.Time
-	testenv.Eventually(t, "a plan for "+csv+" in "+sub.Namespace, func(ctx context.Context) (bool, error) {
-		s := &v1alpha1.Subscription{}
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sub), s); err != nil {
-			return false, err
-		}
-		if tolerateStuck {
-			gone := drift.StaleResolution(s, func(name string) bool {
-				return !apierrors.IsNotFound(c.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &v1alpha1.ClusterServiceVersion{}))
-			})
-			switch {
-			case len(gone) == 0:
-				staleSince = time.Time{}
-			case staleSince.IsZero():
-				staleSince = time.Now()
-			case time.Since(staleSince) > staleFor:
-				return true, nil
-			}
-		}
-		if s.Status.InstallPlanRef == nil {
-			return false, nil
-		}
-		p := &v1alpha1.InstallPlan{}
-		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Status.InstallPlanRef.Name}, p); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		plan = p
-		return slices.Contains(p.Spec.ClusterServiceVersionNames, csv), nil
-	})
-	if plan == nil || !slices.Contains(plan.Spec.ClusterServiceVersionNames, csv) {
-		return false
-	}
-	approve(t, c, plan)
-	return true
+	return must(realolm.ApprovePlanFor(context.Background(), c.Client, sub, csv, tolerateStuck))(t)
 }
 
 // TestUpgrades: v1 -> v2 -> v3 approved one plan at a time succeed on stock OLM and with olmguard
