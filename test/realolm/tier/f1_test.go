@@ -35,9 +35,11 @@ func f1(t *testing.T, c *cluster.Cluster, round realolm.F1Round, prefix string) 
 func TestF1(t *testing.T) {
 	declare(t, "F1: InstallPlans owned by every Subscription (#3199)", true)
 	c, o := realOLM(t)
-	stock := f1(t, c, realolm.SettledThenSecond, "f1-stock")
+	// One namespace after another: the order that shows #3199 most often on stock. Its rate is
+	// reported, never asserted (it depends on timing); olmguard's 0 below is.
+	stock := f1(t, c, realolm.SettledThenSecondInTurn, "f1-stock")
 	missed := realolm.Missing(stock)
-	t.Logf("stock OLM %s, A settled then B: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missed), len(stock))
+	t.Logf("stock OLM %s, A settled then B, one namespace after another: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missed), len(stock))
 	stockManual := f1(t, c, realolm.ManualThenAutomatic, "f1-stock-manual")
 	missedManual := realolm.Missing(stockManual)
 	t.Logf("stock OLM %s, A Manual approved then B Automatic: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missedManual), len(stockManual))
@@ -63,7 +65,8 @@ func TestF1(t *testing.T) {
 	for _, round := range []struct {
 		name string
 		run  realolm.F1Round
-	}{{"A settled then B", realolm.SettledThenSecond}, {"A Manual approved then B Automatic", realolm.ManualThenAutomatic}} {
+	}{{"A settled then B", realolm.SettledThenSecond}, {"A settled then B, one namespace after another", realolm.SettledThenSecondInTurn},
+		{"A Manual approved then B Automatic", realolm.ManualThenAutomatic}} {
 		guarded := f1(t, c, round.run, "f1-olmguard")
 		bad := realolm.Missing(guarded)
 		for _, r := range bad {
