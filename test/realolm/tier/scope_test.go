@@ -74,7 +74,7 @@ func declare(t *testing.T, capability string, core bool) {
 		t.Cleanup(func() { record(t, dir, capability) })
 	}
 	if !core && !fullScope() {
-		skipf(t, "not a core scenario: runs on %s (%s=1 runs it on %s too)", strings.Join(fullBuilds, " and "), EnvAll, version())
+		skipf(t, "not a core scenario: runs on %s (make test-realolm-all, %s=1, runs it on every build)", strings.Join(fullBuilds, " and "), EnvAll)
 	}
 }
 
