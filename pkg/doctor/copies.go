@@ -85,8 +85,8 @@ func CheckCopiedCSVs(sources []CopySource, cfg CopiedCSVs, above int) []Finding 
 		more = fmt.Sprintf(" and %d more", len(sources)-len(shown))
 	}
 	f := Finding{Class: OLM, Kind: olm.OLMConfigKind, Name: olm.OLMConfigName, Check: "CopiedCSVsMultiply",
-		Problem: fmt.Sprintf("OLM keeps about %d copied CSVs: %d operators installed for all namespaces, each copied into %d namespaces; every copy is a full CSV OLM keeps in sync, and their update loops load the apiserver (OCPBUGS-37982, OLM #2701)",
-			total, len(sources), cfg.Namespaces-1),
+		Problem: fmt.Sprintf("OLM keeps about %d copied CSVs: %s installed for all namespaces, each copied into %d namespaces; every copy is a full CSV OLM keeps in sync, and their update loops load the apiserver (OCPBUGS-37982, OLM #2701)",
+			total, operatorCount(len(sources)), cfg.Namespaces-1),
 		Evidence: fmt.Sprintf("copied: %s%s; OLMConfig %s: %s", strings.Join(names, ", "), more, olm.OLMConfigName, copiesSetting(cfg)),
 		Fix: "turn OLM's copies off in OLMConfig (spec.features.disableCopiedCSVs: true, OLM v0.20 and later): OLM deletes them and makes no new ones. " +
 			"Tenants then no longer see these operators' CSVs in their own namespaces (consoles that list operators by namespace show them in their install namespace only)"}
@@ -103,4 +103,12 @@ func copiesSetting(cfg CopiedCSVs) string {
 		return "not found (copies on)"
 	}
 	return "disableCopiedCSVs is not true (copies on)"
+}
+
+// operatorCount is "1 operator" or "n operators".
+func operatorCount(n int) string {
+	if n == 1 {
+		return "1 operator"
+	}
+	return fmt.Sprintf("%d operators", n)
 }

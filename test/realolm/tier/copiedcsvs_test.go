@@ -1,0 +1,114 @@
+package tier
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/pkg/doctor"
+	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
+	"github.com/olmguard/olmguard/test/testenv"
+)
+
+// TestCopiedCSVsReported replays N4 (OCPBUGS-37982, OLM #2701) on OLM's own operators: an operator
+// installed for all namespaces is copied by OLM into every other namespace, and stock OLM says
+// nothing of it. `kubectl olmguard doctor` reports the copies (CopiedCSVsMultiply) with OLMConfig's
+// disableCopiedCSVs as the fix, and with that fix applied OLM deletes the copies. The OLMConfig
+// is set back at the end, since the cluster is shared with the other scenarios.
+// Fails before doctor's check: no CopiedCSVsMultiply finding.
+func TestCopiedCSVsReported(t *testing.T) {
+	declare(t, "N4: copied CSVs reported (OCPBUGS-37982)", false)
+	c, o := realOLM(t)
+	ctx := context.Background()
+	r := must(realolm.InstallEverywhere(ctx, c.Client, o, Omega))(t)
+	t.Logf("stock OLM %s: %d copies of %s/%s, one in each of %d other namespaces", o.Version, r.Copies, r.Namespace, r.CSV, r.Elsewhere)
+	disabled := false
+	t.Cleanup(func() {
+		uninstallEverywhere(t, c.Client, r)
+		if disabled {
+			setCopiedCSVs(t, c.Client, false)
+		}
+	})
+
+	if r.Copies < 2 {
+		t.Fatalf("OLM made %d copies: too few to report", r.Copies)
+	}
+	// doctor's --copied-csvs-above just below the copies OLM made here (one per namespace of this
+	// small cluster), so that it reports them as it reports 1,000 on a large one (its default).
+	above := r.Copies - 1
+	code, out, errOut := procs.Doctor(t, ctx, c.Kubeconfig, "-o", "json", fmt.Sprintf("--copied-csvs-above=%d", above))
+	var report doctor.Report
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("doctor -o json (exit %d): %v\n%s\n%s", code, err, out, errOut)
+	}
+	var found *doctor.Finding
+	for i := range report.Findings {
+		if report.Findings[i].Check == "CopiedCSVsMultiply" {
+			found = &report.Findings[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("doctor reported no CopiedCSVsMultiply with %d copies (above %d): %+v", r.Copies, above, report.Findings)
+	}
+	if !strings.Contains(found.Fix, "disableCopiedCSVs") {
+		t.Errorf("doctor's fix does not name OLMConfig's disableCopiedCSVs: %q", found.Fix)
+	}
+	t.Logf("doctor: %s -> %s", found.Problem, found.Fix)
+
+	if err := realolm.DisableCopiedCSVs(ctx, c.Client); err != nil {
+		t.Fatal(err)
+	}
+	disabled = true
+	if err := realolm.NoCopiesOf(ctx, c.Client, r.Namespace, r.CSV); err != nil {
+		t.Errorf("with doctor's fix applied: %v", err)
+	}
+	checkLogs(t, o)
+}
+
+// setCopiedCSVs sets OLMConfig cluster's spec.features.disableCopiedCSVs.
+func setCopiedCSVs(t *testing.T, c client.Client, disable bool) {
+	cfg := &unstructured.Unstructured{}
+	cfg.SetGroupVersionKind(schema.GroupVersionKind{Group: olm.Group, Version: olm.OLMConfigVersion, Kind: olm.OLMConfigKind})
+	cfg.SetName(olm.OLMConfigName)
+	patch := fmt.Appendf(nil, `{"spec":{"features":{"disableCopiedCSVs":%t}}}`, disable)
+	if err := c.Patch(context.Background(), cfg, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Errorf("setting OLMConfig's disableCopiedCSVs back to %t: %v", disable, err)
+	}
+}
+
+// uninstallEverywhere removes an AllNamespaces install as TestAllNamespacesInstall does: the
+// Subscription, then the CSV once its plans are garbage-collected, then waits until no copy is left.
+func uninstallEverywhere(t *testing.T, c client.Client, r realolm.CopiedEverywhere) {
+	ctx := context.Background()
+	sub := &v1alpha1.Subscription{}
+	sub.Namespace, sub.Name = r.Namespace, Omega.Name
+	if err := c.Delete(ctx, sub); client.IgnoreNotFound(err) != nil {
+		t.Error(err)
+	}
+	testenv.Eventually(t, "InstallPlans of "+r.Namespace+" garbage-collected", func(ctx context.Context) (bool, error) {
+		plans := &v1alpha1.InstallPlanList{}
+		err := c.List(ctx, plans, client.InNamespace(r.Namespace))
+		return err == nil && len(plans.Items) == 0, err
+	})
+	csv := &v1alpha1.ClusterServiceVersion{}
+	csv.Namespace, csv.Name = r.Namespace, r.CSV
+	if err := c.Delete(ctx, csv); client.IgnoreNotFound(err) != nil {
+		t.Error(err)
+	}
+	if err := realolm.Gone(ctx, c, csv); err != nil {
+		t.Error(err)
+	}
+	if err := realolm.NoCopiesOf(ctx, c, r.Namespace, r.CSV); err != nil {
+		t.Error(err)
+	}
+}
