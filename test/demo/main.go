@@ -81,7 +81,7 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5, simOnly 
 		fmt.Fprintf(out, "OLM's own binaries are not at hand (%v): every row comes from the simulator.\n", err)
 	}
 	if real {
-		fmt.Fprintf(out, "F1, F3, F4, the guards and N1, N2, N4 (failures users reported in 2025-2026) run on OLM's own olm-operator\n")
+		fmt.Fprintf(out, "F1, F3, F4, the guards and N1 to N4 (failures users reported in 2025-2026) run on OLM's own olm-operator\n")
 		fmt.Fprintf(out, "and catalog-operator (%s; %s -> %s for F4);\n", realolm.Version, realolm.OLMBefore, realolm.OLMAfter)
 		fmt.Fprintln(out, "F1 again, F2 and F5 on olmguard's OLM simulator (test/olmsim), which reproduces OLM v0.46's behaviour and bugs")
 		fmt.Fprintln(out, "and replays F1 at the exact point of OLM's race.")
@@ -218,7 +218,7 @@ func run(ctx context.Context, out io.Writer, replays int, keep, skipF5, simOnly 
 	}...)
 	if real {
 		d.rows = append(d.rows, rows.approval, rows.operatorGroup, rows.orphan, rows.unpackRetry, rows.catalogTrust,
-			rows.replacesCycle, rows.serviceAccount, rows.copiedCSVs)
+			rows.replacesCycle, rows.serviceAccount, rows.failedCatalogPod, rows.copiedCSVs)
 	}
 	fmt.Fprintf(out, "\nSummary (total %s):\n\n", time.Since(d.start).Round(time.Second))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)

@@ -22,7 +22,7 @@ import (
 type realRows struct {
 	f1, f3, f4, approval, operatorGroup, orphan, unpackRetry, catalogTrust row
 	// The failures users reported in 2025-2026 (olm-facts §8).
-	replacesCycle, serviceAccount, copiedCSVs row
+	replacesCycle, serviceAccount, failedCatalogPod, copiedCSVs row
 }
 
 // realOLMAvailable says why the real-OLM rows cannot run, or nil: they need OLM's binaries and
@@ -129,12 +129,15 @@ func (d *demo) realOLM(ctx context.Context, bin string) (realRows, error) {
 	rows.orphan = row{"an orphan CSV blocks resolution", "#2201", real, stock.orphan, guarded.orphan}
 	rows.replacesCycle = row{"N1 a CSV replacing itself loops olm-operator", "OCPBUGS-23954", real + " (ClusterOperator status on)", cycleStock, cycleGuarded}
 	rows.serviceAccount = row{"N2 an upgrade drops a ServiceAccount's metadata", "#3607", real, stock.serviceAccount, guarded.serviceAccount}
+	rows.failedCatalogPod = row{"N3 a Failed catalog pod is never replaced", "#3459, #3519", real, stock.failedCatalogPod, guarded.failedCatalogPod}
 	rows.copiedCSVs = row{"N4 copied CSVs multiply with namespaces", "OCPBUGS-37982", real, copiedStock, copiedGuarded}
 	return rows, nil
 }
 
 // realOutcomes are the outcomes, in one mode, of the replays on the shared real-OLM cluster.
-type realOutcomes struct{ f1, f3, approval, operatorGroup, orphan, catalogTrust, serviceAccount string }
+type realOutcomes struct {
+	f1, f3, approval, operatorGroup, orphan, catalogTrust, serviceAccount, failedCatalogPod string
+}
 
 // realReplays replays, in mode, F1, F3 (installing and uninstalling f3), the approval, the second
 // OperatorGroup, the orphan CSV, the tenant's catalog and the ServiceAccount's upgrade on c.
@@ -157,7 +160,10 @@ func (d *demo) realReplays(ctx context.Context, c *cluster.Cluster, olm *cluster
 	if o.catalogTrust, err = d.realCatalogTrust(ctx, c, olm, tc, mode); err != nil {
 		return o, err
 	}
-	o.serviceAccount, err = d.realServiceAccount(ctx, c, mode)
+	if o.serviceAccount, err = d.realServiceAccount(ctx, c, mode); err != nil {
+		return o, err
+	}
+	o.failedCatalogPod, err = d.realFailedCatalogPod(ctx, c, olm, mode)
 	return o, err
 }
 

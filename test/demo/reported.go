@@ -32,6 +32,48 @@ func (d *demo) realServiceAccount(ctx context.Context, c *cluster.Cluster, mode 
 	return res, nil
 }
 
+// demoN3Window is how long the demo watches stock OLM keep a Failed registry pod.
+const demoN3Window = 20 * time.Second
+
+// realFailedCatalogPod runs an image-backed catalog, evicts its registry pod on a Ready node as the
+// kubelet does under memory pressure (phase Failed, reason Evicted, no DisruptionTarget), and says
+// what OLM then does: stock OLM keeps the dead pod and runs no other (#3459, #3519); with
+// olmguard's controller the pod is deleted and OLM runs a new one.
+func (d *demo) realFailedCatalogPod(ctx context.Context, c *cluster.Cluster, o *cluster.OLM, mode string) (string, error) {
+	done := d.step("Failed catalog pod: an image-backed catalog's registry pod evicted by its kubelet on a Ready node (phase Failed, no DisruptionTarget)")
+	cs := realolm.NewRegistryCatalog(o.CatalogNamespace, "demo-n3-"+mode)
+	if err := c.Client.Create(ctx, cs); err != nil {
+		return "", err
+	}
+	defer func() { _ = c.Client.Delete(context.Background(), cs) }()
+	dead, err := realolm.SettledRegistryPod(ctx, c.Client, cs)
+	if err != nil {
+		return "", err
+	}
+	if err := realolm.EvictPod(ctx, c.Client, dead); err != nil {
+		return "", err
+	}
+	evicted := time.Now()
+	var res string
+	if mode == "stock" {
+		if err := realolm.FailedPodKept(ctx, c.Client, cs, dead, demoN3Window); err != nil {
+			res = "not reproduced: " + err.Error()
+		} else {
+			res = fmt.Sprintf("OLM keeps the Failed pod as its registry server, no other in %s: the catalog serves nothing", demoN3Window)
+		}
+	} else {
+		after, err := realolm.FailedPodReplaced(ctx, c.Client, cs, dead)
+		if err != nil {
+			return "", err
+		}
+		res = fmt.Sprintf("Failed pod deleted; OLM ran a new one %s after the eviction", time.Since(evicted).Round(100*time.Millisecond))
+		fmt.Fprintf(d.out, "    OLM's new registry pod: %s on %s\n", after.Name, after.Spec.NodeName)
+	}
+	done()
+	fmt.Fprintf(d.out, "    %s\n", res)
+	return res, nil
+}
+
 // saOutcome is the row's cell for what of the user's metadata the upgrade kept.
 func saOutcome(k realolm.SAKept) string {
 	if !k.Upgraded {

@@ -10,11 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/olmsim"
 	"github.com/olmguard/olmguard/test/procs"
+	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/scenario"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -89,22 +89,7 @@ func TestF5CatalogPodRecovered(t *testing.T) {
 // three polls in a row.
 func settleRegistryPod(t *testing.T, c *cluster.Cluster, cs *v1alpha1.CatalogSource) {
 	t.Helper()
-	last, same := "", 0
-	testenv.Eventually(t, "one settled registry pod of "+cs.Name, func(ctx context.Context) (bool, error) {
-		pods := &corev1.PodList{}
-		if err := c.Client.List(ctx, pods, client.InNamespace(cs.Namespace), client.MatchingLabels{olm.CatalogSourceLabel: cs.Name}); err != nil {
-			return false, err
-		}
-		if len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodRunning || pods.Items[0].DeletionTimestamp != nil {
-			last, same = "", 0
-			return false, nil
-		}
-		if pods.Items[0].Name == last {
-			same++
-		} else {
-			last, same = pods.Items[0].Name, 1
-		}
-		time.Sleep(500 * time.Millisecond)
-		return same >= 3, nil
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
+	defer cancel()
+	must(realolm.SettledRegistryPod(ctx, c.Client, cs))(t)
 }
