@@ -46,11 +46,8 @@ func (d *demo) realFailedCatalogPod(ctx context.Context, c *cluster.Cluster, o *
 		return "", err
 	}
 	defer func() { _ = c.Client.Delete(context.Background(), cs) }()
-	dead, err := realolm.SettledRegistryPod(ctx, c.Client, cs)
+	dead, err := realolm.SettleAndEvict(ctx, c.Client, cs)
 	if err != nil {
-		return "", err
-	}
-	if err := realolm.EvictPod(ctx, c.Client, dead); err != nil {
 		return "", err
 	}
 	evicted := time.Now()

@@ -35,13 +35,21 @@ func RegistryPods(ctx context.Context, c client.Client, cs *v1alpha1.CatalogSour
 	return pods.Items, err
 }
 
-// SettledRegistryPod waits until cs has had one and the same registry pod, Running, for three
-// reads in a row (OLM replaces its first pod once while the catalog's Service and ServiceAccount
-// appear), and returns it.
+// SettledRegistryPod waits until OLM reports cs's registry Service in its status and cs has had
+// one and the same registry pod, Running, for three reads in a row after that (OLM replaces its
+// first pod once while the catalog's Service and ServiceAccount appear), and returns it.
 func SettledRegistryPod(ctx context.Context, c client.Client, cs *v1alpha1.CatalogSource) (*corev1.Pod, error) {
 	var last *corev1.Pod
 	same := 0
 	err := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
+		now := &v1alpha1.CatalogSource{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cs), now); err != nil {
+			return false, err
+		}
+		if now.Status.RegistryService == nil || now.Status.RegistryService.ServiceName == "" {
+			last, same = nil, 0
+			return false, nil
+		}
 		pods, err := RegistryPods(ctx, c, cs)
 		if err != nil {
 			return false, err
@@ -102,6 +110,23 @@ func EvictPod(ctx context.Context, c client.Client, p *corev1.Pod) error {
 		}
 	}
 	return nil
+}
+
+// SettleAndEvict waits for cs's settled registry pod (SettledRegistryPod) and evicts it
+// (EvictPod). A pod OLM replaced between the two (its one replacement of a first pod, late on a
+// busy machine) is not an eviction: it settles again, at most three times.
+func SettleAndEvict(ctx context.Context, c client.Client, cs *v1alpha1.CatalogSource) (*corev1.Pod, error) {
+	var err error
+	for range 3 {
+		var p *corev1.Pod
+		if p, err = SettledRegistryPod(ctx, c, cs); err != nil {
+			return nil, err
+		}
+		if err = EvictPod(ctx, c, p); !apierrors.IsNotFound(err) {
+			return p, err
+		}
+	}
+	return nil, fmt.Errorf("OLM kept replacing the registry pod of %s/%s: %w", cs.Namespace, cs.Name, err)
 }
 
 // FailedPodKept watches cs for window after its registry pod dead was evicted, and returns nil
