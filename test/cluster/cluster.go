@@ -14,12 +14,14 @@ package cluster
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -174,7 +176,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		if err == nil {
 			break
 		}
-		if attempt == maxCreateAttempts || restart || !c.portTaken() {
+		if attempt == maxCreateAttempts || restart || !errors.Is(err, errPortTaken) && !c.portTaken() {
 			return fail(err)
 		}
 		c.logf("cluster %s: a component's port was taken by another process (%v): creating the cluster again", c.Name, err)
@@ -317,14 +319,36 @@ func serving(ctx context.Context, kubeconfig string) bool {
 
 func (c *Cluster) waitServing(ctx context.Context) error {
 	var last error
+	foreign := 0
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
 		_, last = c.Clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if servedByAnother(last) {
+			foreign++
+		} else {
+			foreign = 0
+		}
+		// Five answers in a row (a second) from a server of another CA: another cluster's
+		// kube-apiserver has this one's port, and this one will never serve on it.
+		if foreign >= 5 {
+			return false, fmt.Errorf("%w: %v", errPortTaken, last)
+		}
 		return last == nil, nil
 	})
 	if err != nil {
 		return fmt.Errorf("kube-apiserver not ready: %w (last: %v)", err, last)
 	}
 	return nil
+}
+
+// errPortTaken says that another process answers on a port kwokctl gave this cluster.
+var errPortTaken = errors.New("the kube-apiserver's port is served by another cluster's kube-apiserver")
+
+// servedByAnother reports whether err is a TLS handshake with a server whose certificate this
+// cluster's CA did not sign: on this machine, another kwok cluster's kube-apiserver on the port
+// kwokctl chose (tiers run side by side, seen in TestF4OLMUpgrade).
+func servedByAnother(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	return err != nil && (errors.As(err, &unknown) || strings.Contains(err.Error(), "certificate signed by unknown authority"))
 }
 
 // waitServiceAccount waits for kube-controller-manager to create the namespace's default

@@ -2,8 +2,13 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -72,5 +77,24 @@ func TestStoppedComponentsHoldTheCreateLock(t *testing.T) {
 	c.releasePorts("")
 	if !free() {
 		t.Fatal("the lock stayed held after every component started again")
+	}
+}
+
+// A kube-apiserver of another CA on this cluster's port is told apart from one not up yet: the
+// first makes Start create the cluster again, the second is waited for.
+func TestServedByAnother(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"no error", nil, false},
+		{"not listening yet", &url.Error{Op: "Get", URL: "https://127.0.0.1:32740/readyz", Err: syscall.ECONNREFUSED}, false},
+		{"another CA", &url.Error{Op: "Get", URL: "https://127.0.0.1:32740/readyz", Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, true},
+		{"as text", errors.New(`Get "https://127.0.0.1:32740/readyz": tls: failed to verify certificate: x509: certificate signed by unknown authority`), true},
+	} {
+		if got := servedByAnother(tc.err); got != tc.want {
+			t.Errorf("%s: servedByAnother = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
