@@ -264,14 +264,7 @@ func TestTenantLookAlikesAreLeftAlone(t *testing.T) {
 		}
 	})
 	shop := catalogSource(t, ctx, ns, "shop")
-	forged := ownedBy(shop)
-	forged[0].UID = "0f0f0f0f-0000-4000-8000-000000000000"
-	ghost := ownedBy(&v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "ghost", UID: "1e1e1e1e-0000-4000-8000-000000000000"}})
-	lookAlikes := map[string]*corev1.Pod{
-		"label only":                podOn(t, ctx, ns, "x", nil),
-		"owner with a forged UID":   podOn(t, ctx, ns, "x", forged),
-		"owner that does not exist": podOn(t, ctx, ns, "x", ghost),
-	}
+	lookAlikes := lookAlikePods(t, ctx, ns, "x", shop)
 	realX := podOn(t, ctx, ns, "x", ownedBy(shop))
 	realY := podOn(t, ctx, ns, "y", ownedBy(shop))
 
@@ -290,6 +283,21 @@ func TestTenantLookAlikesAreLeftAlone(t *testing.T) {
 		if gone(ctx, p) {
 			t.Errorf("deleted a tenant's pod (%s) on the NotReady node", what)
 		}
+	}
+}
+
+// lookAlikePods creates on node the pods a tenant could make look like shop's catalog pods: the
+// label only, an owner reference to shop with a forged UID, and one to a CatalogSource that does
+// not exist.
+func lookAlikePods(t *testing.T, ctx context.Context, ns, node string, shop *v1alpha1.CatalogSource) map[string]*corev1.Pod {
+	t.Helper()
+	forged := ownedBy(shop)
+	forged[0].UID = "0f0f0f0f-0000-4000-8000-000000000000"
+	ghost := ownedBy(&v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "ghost", UID: "1e1e1e1e-0000-4000-8000-000000000000"}})
+	return map[string]*corev1.Pod{
+		"label only":                podOn(t, ctx, ns, node, nil),
+		"owner with a forged UID":   podOn(t, ctx, ns, node, forged),
+		"owner that does not exist": podOn(t, ctx, ns, node, ghost),
 	}
 }
 
@@ -322,14 +330,7 @@ func TestFailedCatalogPodOnReadyNode(t *testing.T) {
 		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "f"}})
 	})
 	shop := catalogSource(t, ctx, ns, "shop")
-	forged := ownedBy(shop)
-	forged[0].UID = "0f0f0f0f-0000-4000-8000-000000000000"
-	ghost := ownedBy(&v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "ghost", UID: "1e1e1e1e-0000-4000-8000-000000000000"}})
-	lookAlikes := map[string]*corev1.Pod{
-		"label only":                podOn(t, ctx, ns, "f", nil),
-		"owner with a forged UID":   podOn(t, ctx, ns, "f", forged),
-		"owner that does not exist": podOn(t, ctx, ns, "f", ghost),
-	}
+	lookAlikes := lookAlikePods(t, ctx, ns, "f", shop)
 	disrupted := podOn(t, ctx, ns, "f", ownedBy(shop))
 	evicted := podOn(t, ctx, ns, "f", ownedBy(shop))
 

@@ -36,8 +36,7 @@ func TestF5CatalogPodRecovered(t *testing.T) {
 	c.SkipUnlessKwok(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*testenv.Patience)
 	defer cancel()
-	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: o.CatalogNamespace, Name: "f5-registry"},
-		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Image: "olmguard.test/f5-catalog:latest", DisplayName: "f5"}}
+	cs := realolm.NewRegistryCatalog(o.CatalogNamespace, "f5-registry")
 	if err := c.Client.Create(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
