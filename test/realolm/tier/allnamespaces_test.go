@@ -59,11 +59,7 @@ func TestAllNamespacesInstall(t *testing.T) {
 	if err := c.Client.Delete(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "InstallPlans of "+global+" garbage-collected", func(ctx context.Context) (bool, error) {
-		plans := &v1alpha1.InstallPlanList{}
-		err := c.Client.List(ctx, plans, client.InNamespace(global))
-		return err == nil && len(plans.Items) == 0, err
-	})
+	waitPlansGone(t, c.Client, global)
 	if err := c.Client.Delete(ctx, original); err != nil {
 		t.Fatal(err)
 	}

@@ -95,11 +95,7 @@ func uninstallEverywhere(t *testing.T, c client.Client, r realolm.CopiedEverywhe
 	if err := c.Delete(ctx, sub); client.IgnoreNotFound(err) != nil {
 		t.Error(err)
 	}
-	testenv.Eventually(t, "InstallPlans of "+r.Namespace+" garbage-collected", func(ctx context.Context) (bool, error) {
-		plans := &v1alpha1.InstallPlanList{}
-		err := c.List(ctx, plans, client.InNamespace(r.Namespace))
-		return err == nil && len(plans.Items) == 0, err
-	})
+	waitPlansGone(t, c, r.Namespace)
 	csv := &v1alpha1.ClusterServiceVersion{}
 	csv.Namespace, csv.Name = r.Namespace, r.CSV
 	if err := c.Delete(ctx, csv); client.IgnoreNotFound(err) != nil {
@@ -111,4 +107,14 @@ func uninstallEverywhere(t *testing.T, c client.Client, r realolm.CopiedEverywhe
 	if err := realolm.NoCopiesOf(ctx, c, r.Namespace, r.CSV); err != nil {
 		t.Error(err)
 	}
+}
+
+// waitPlansGone waits until the InstallPlans of ns are garbage-collected with their Subscription.
+func waitPlansGone(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	testenv.Eventually(t, "InstallPlans of "+ns+" garbage-collected", func(ctx context.Context) (bool, error) {
+		plans := &v1alpha1.InstallPlanList{}
+		err := c.List(ctx, plans, client.InNamespace(ns))
+		return err == nil && len(plans.Items) == 0, err
+	})
 }

@@ -101,12 +101,7 @@ func uninstallDuringUpgrade(t *testing.T, c *cluster.Cluster, pkg realolm.Packag
 	// is what the uninstall left. The catalog-operator may still finish a sync it began from its
 	// cache a moment later: the cleanup below deletes such late CSVs too.
 	for i := range results {
-		ns := results[i].ns
-		testenv.Eventually(t, "InstallPlans of "+ns+" garbage-collected", func(ctx context.Context) (bool, error) {
-			plans := &v1alpha1.InstallPlanList{}
-			err := c.Client.List(ctx, plans, client.InNamespace(ns))
-			return err == nil && len(plans.Items) == 0, err
-		})
+		waitPlansGone(t, c.Client, results[i].ns)
 	}
 	for i := range results {
 		r := &results[i]
