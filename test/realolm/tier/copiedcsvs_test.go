@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,7 +18,6 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/realolm"
-	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // TestCopiedCSVsReported replays N4 (OCPBUGS-37982, OLM #2701) on OLM's own operators: an operator
@@ -97,12 +97,14 @@ func uninstallEverywhere(t *testing.T, c client.Client, r realolm.CopiedEverywhe
 	}
 	waitPlansGone(t, c, r.Namespace)
 	csv := &v1alpha1.ClusterServiceVersion{}
-	csv.Namespace, csv.Name = r.Namespace, r.CSV
-	if err := c.Delete(ctx, csv); client.IgnoreNotFound(err) != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.CSV}, csv); err != nil {
+		if !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	} else if recreated, err := realolm.DeleteCSV(ctx, c, csv); err != nil {
 		t.Error(err)
-	}
-	if err := realolm.Gone(ctx, c, csv); err != nil {
-		t.Error(err)
+	} else if recreated > 0 {
+		t.Logf("OLM created %s/%s again %d time(s) after its delete; deleted again", r.Namespace, r.CSV, recreated)
 	}
 	if err := realolm.NoCopiesOf(ctx, c, r.Namespace, r.CSV); err != nil {
 		t.Error(err)
@@ -112,9 +114,7 @@ func uninstallEverywhere(t *testing.T, c client.Client, r realolm.CopiedEverywhe
 // waitPlansGone waits until the InstallPlans of ns are garbage-collected with their Subscription.
 func waitPlansGone(t *testing.T, c client.Client, ns string) {
 	t.Helper()
-	testenv.Eventually(t, "InstallPlans of "+ns+" garbage-collected", func(ctx context.Context) (bool, error) {
-		plans := &v1alpha1.InstallPlanList{}
-		err := c.List(ctx, plans, client.InNamespace(ns))
-		return err == nil && len(plans.Items) == 0, err
-	})
+	if err := realolm.PlansGone(context.Background(), c, ns); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -3,6 +3,7 @@ package tier
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -83,9 +84,24 @@ func TestDoctor(t *testing.T) {
 		err := c.Client.Get(ctx, client.ObjectKeyFromObject(csv), got)
 		return err == nil && slices.Contains(got.Finalizers, olmguard.CleanupFinalizer), err
 	})
-	if code, checks := doctorChecks(t, c, ns); code != 0 || len(checks) != 0 {
-		t.Errorf("doctor with olmguard running: exit %d, checks %v; want exit 0 and none", code, checks)
-	}
+	// olmguard's finalizer is a CSV update that OLM reacts to, and OLM may rewrite the
+	// Subscription's conditions some seconds later, past doctor's --recheck on a busy machine
+	// (seen on openshift-4.20 under the full suite): a drift doctor reports then is OLM's lag,
+	// which ends by itself or by olmguard's nudge. So doctor must end with nothing to report,
+	// and may have reported nothing but such a drift on the way.
+	testenv.EventuallyExplained(t, "doctor with olmguard running reports nothing", func(context.Context) (bool, string, error) {
+		code, report := doctorReport(t, c, ns)
+		for _, f := range report.Findings {
+			if f.Check != "SubscriptionDrift" {
+				t.Errorf("doctor with olmguard running: exit %d, %+v; want no finding but OLM's passing drift", code, f)
+			}
+		}
+		if code == 0 && len(report.Findings) == 0 {
+			return true, "", nil
+		}
+		t.Logf("doctor with olmguard running, not yet settled: exit %d, findings %+v", code, report.Findings)
+		return false, fmt.Sprintf("exit %d, findings %+v", code, report.Findings), nil
+	})
 }
 
 // TestDoctorOLMFailures: three failures as real OLM produces them, each reported by doctor with
