@@ -19,8 +19,12 @@ import (
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// f1Replays is how many times each mode replays OLM issue #3199.
-const f1Replays = 50
+// f1Replays is how many times each mode replays OLM issue #3199. The simulator makes the
+// interleaving happen every time (its hook creates B between OLM's two Subscription lists), so
+// each replay shows the same thing: a few replays in fresh namespaces show it holds beyond the
+// first namespace. The webhook's lookup against a view that lags is tested where the lag is held
+// on purpose (test/ha), not by repetition.
+const f1Replays = 8
 
 // newSim returns an OLM simulator on the shared cluster, with its own OLM namespace.
 func newSim(t *testing.T, c *cluster.Cluster, olmNamespace string, v olmsim.Version) *olmsim.Sim {

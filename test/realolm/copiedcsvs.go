@@ -41,6 +41,24 @@ func GlobalOperators(ctx context.Context, c client.Client, o *cluster.OLM) (stri
 	return ns, c.Create(ctx, og)
 }
 
+// OwnCSVs lists the CSVs of ns that are not OLM's copies of a CSV installed for all namespaces
+// elsewhere (label olm.copiedFrom): what was installed in ns itself. A scenario that checks what an
+// install or uninstall left in its namespace reads these, so that an AllNamespaces operator of
+// another scenario, copied into every namespace, is not taken for its own.
+func OwnCSVs(ctx context.Context, c client.Client, ns string) ([]v1alpha1.ClusterServiceVersion, error) {
+	csvs := &v1alpha1.ClusterServiceVersionList{}
+	if err := c.List(ctx, csvs, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	own := csvs.Items[:0]
+	for _, csv := range csvs.Items {
+		if csv.Labels[olm.CopiedFromLabel] == "" {
+			own = append(own, csv)
+		}
+	}
+	return own, nil
+}
+
 // CopiesOf counts OLM's copies of CSV name from namespace from (label olm.copiedFrom, reason
 // Copied) that are not being deleted.
 func CopiesOf(ctx context.Context, c client.Client, from, name string) (int, error) {

@@ -56,6 +56,9 @@ func TestAllNamespacesInstall(t *testing.T) {
 	// (seen here on OpenShift 4.20 one second after the delete, olm-facts "Uninstalling while the
 	// upgrade InstallPlan is still Installing"), whose copies would then reach every later scenario.
 	waitSubscriptionAtLatest(t, c.Client, global, sub.Name)
+	if err := realolm.NoPlanInstalling(ctx, c.Client, global); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Client.Delete(ctx, sub); err != nil {
 		t.Fatal(err)
 	}

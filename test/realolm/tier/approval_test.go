@@ -55,11 +55,11 @@ func TestApprovalGuard(t *testing.T) {
 		t.Fatalf("with olmguard (enforce), approving %s: %v, want a denial saying it %s", guarded.Mixed.Name, err, wantUpgrade)
 	}
 	t.Logf("with olmguard, approving the mixed plan: %v", err)
-	csvs := &v1alpha1.ClusterServiceVersionList{}
-	if err := c.Client.List(ctx, csvs, client.InNamespace(guarded.Namespace)); err != nil {
+	csvs, err := realolm.OwnCSVs(ctx, c.Client, guarded.Namespace)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, csv := range csvs.Items {
+	for _, csv := range csvs {
 		if csv.Name != realolm.Alpha.CSVName("1.0.0") {
 			t.Errorf("with olmguard, CSV %s/%s was installed though no approval was admitted", guarded.Namespace, csv.Name)
 		}

@@ -86,10 +86,15 @@ func setCopiedCSVs(t *testing.T, c client.Client, disable bool) {
 	}
 }
 
-// uninstallEverywhere removes an AllNamespaces install as TestAllNamespacesInstall does: the
-// Subscription, then the CSV once its plans are garbage-collected, then waits until no copy is left.
+// uninstallEverywhere removes an AllNamespaces install as TestAllNamespacesInstall does: once the
+// install has settled, the Subscription, then the CSV once its plans are garbage-collected (and
+// again if OLM recreates it), then waits until no copy is left.
 func uninstallEverywhere(t *testing.T, c client.Client, r realolm.CopiedEverywhere) {
 	ctx := context.Background()
+	waitSubscriptionAtLatest(t, c, r.Namespace, Omega.Name)
+	if err := realolm.NoPlanInstalling(ctx, c, r.Namespace); err != nil {
+		t.Error(err)
+	}
 	sub := &v1alpha1.Subscription{}
 	sub.Namespace, sub.Name = r.Namespace, Omega.Name
 	if err := c.Delete(ctx, sub); client.IgnoreNotFound(err) != nil {

@@ -83,13 +83,13 @@ func uninstallDuringUpgrade(t *testing.T, c *cluster.Cluster, pkg realolm.Packag
 			if r.err = c.Client.Delete(context.Background(), sub); r.err != nil {
 				return
 			}
-			csvs := &v1alpha1.ClusterServiceVersionList{}
-			if r.err = c.Client.List(context.Background(), csvs, client.InNamespace(r.ns)); r.err != nil {
+			var csvs []v1alpha1.ClusterServiceVersion
+			if csvs, r.err = realolm.OwnCSVs(context.Background(), c.Client, r.ns); r.err != nil {
 				return
 			}
-			for i := range csvs.Items {
-				r.deleted = append(r.deleted, csvs.Items[i].Name)
-				if r.err = c.Client.Delete(context.Background(), &csvs.Items[i]); client.IgnoreNotFound(r.err) != nil {
+			for i := range csvs {
+				r.deleted = append(r.deleted, csvs[i].Name)
+				if r.err = c.Client.Delete(context.Background(), &csvs[i]); client.IgnoreNotFound(r.err) != nil {
 					return
 				}
 			}
@@ -108,11 +108,11 @@ func uninstallDuringUpgrade(t *testing.T, c *cluster.Cluster, pkg realolm.Packag
 		if r.err != nil {
 			t.Fatalf("namespace %s: %v", r.ns, r.err)
 		}
-		csvs := &v1alpha1.ClusterServiceVersionList{}
-		if err := c.Client.List(context.Background(), csvs, client.InNamespace(r.ns)); err != nil {
+		csvs, err := realolm.OwnCSVs(context.Background(), c.Client, r.ns)
+		if err != nil {
 			t.Fatal(err)
 		}
-		for _, csv := range csvs.Items {
+		for _, csv := range csvs {
 			if csv.DeletionTimestamp == nil {
 				r.left = append(r.left, csv.Name)
 			}

@@ -57,11 +57,11 @@ func upgradeChain(t *testing.T, c *cluster.Cluster, prefix string, stock bool) s
 	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(operand), operand.DeepCopy()); err != nil {
 		t.Errorf("the operand created on v1 did not survive the upgrades: %v", err)
 	}
-	csvs := &v1alpha1.ClusterServiceVersionList{}
-	if err := c.Client.List(ctx, csvs, client.InNamespace(ns)); err != nil {
+	csvs, err := realolm.OwnCSVs(ctx, c.Client, ns)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, csv := range csvs.Items {
+	for _, csv := range csvs {
 		if csv.Name != realolm.Alpha.CSVName(realolm.Alpha.Versions[len(realolm.Alpha.Versions)-1]) || csv.DeletionTimestamp != nil {
 			t.Errorf("after the upgrades %s/%s is left (deleting: %v, finalizers %v)", ns, csv.Name, csv.DeletionTimestamp != nil, csv.Finalizers)
 		}
