@@ -1,11 +1,14 @@
 package realolm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -33,14 +36,29 @@ import (
 // v0.46.0 pkg/controller/operators/catalog/operator.go) reads the namespace's Subscriptions twice,
 // both times with a live List of the apiserver (not an informer): first (listSubscriptions) for
 // the owners it writes into a new InstallPlan, then in ResolveSteps (step_resolver.go) for what it
-// resolves. Between the two it GETs, live, the CSV each listed Subscription names in
-// status.currentCSV (ensureSubscriptionCSVState). A Subscription created while that GET is held
-// is resolved and pointed at the new plan, but missing from the plan's owners. ReadHold holds that
-// GET: catalog-operator reaches the apiserver through it, and nothing else does.
+// resolves. A Subscription created after the first List's answer and before the second List is
+// resolved and pointed at the new plan, but missing from the plan's owners. ReadHold makes that
+// window as long as the test needs: catalog-operator reaches the apiserver through it, and it
+// holds the answer to the first List (already read from the apiserver, so without the new
+// Subscription) until the test has created it.
+//
+// The two Lists are the same request (GET .../namespaces/<ns>/subscriptions, no options); what
+// tells them apart is what the sync logged just before each: "checking if subscriptions need
+// update" before the first, "resolving subscriptions in namespace" before the second (both with
+// namespace=<ns>, at level info, in v0.46.0 and in OpenShift's fork). catalog-operator's logrus
+// logger writes each line to its log file before it sends the request, and one namespace is
+// synced by one worker at a time (a typed work queue keyed by the namespace), so when a List of
+// the namespace arrives, the last of those two lines for it says which List it is.
+
+// The lines catalog-operator's namespace sync logs just before its first and its second List.
+const (
+	firstListLine  = `msg="checking if subscriptions need update"`
+	secondListLine = `msg="resolving subscriptions in namespace"`
+)
 
 // ReadHold is a reverse proxy in front of the apiserver for catalog-operator: it forwards every
-// request with the credentials of OLM's ServiceAccount, and, once armed for a namespace, holds
-// catalog-operator's GET of one CSV there until the test releases it.
+// request with the credentials of OLM's ServiceAccount, and, once armed for a namespace, holds the
+// answer to the first Subscription List of that namespace's next sync until the test releases it.
 type ReadHold struct {
 	proxy  *httputil.ReverseProxy
 	server *http.Server
@@ -50,27 +68,37 @@ type ReadHold struct {
 	armed  *Hold
 	closed chan struct{}
 	once   sync.Once
+	// catalog-operator's log, read as it grows: the last sync line (firstListLine or
+	// secondListLine) seen for each namespace.
+	catalogLog string
+	offset     int64
+	partial    []byte
+	lastLine   map[string]string
 }
 
-// Hold is one armed hold: the first GET of CSV csv in namespace ns that follows a live List of
-// ns's Subscriptions, both made after Arm. The List belongs to the same namespace sync as the
-// GET: catalog-operator syncs a namespace in one worker at a time (a typed work queue keyed by
-// the namespace), and a sync Lists before it GETs.
+// Hold is one armed hold: the answer to the first Subscription List of a sync of namespace ns.
 type Hold struct {
-	ns, csv string
-	listed  bool // a live List of ns's Subscriptions came after Arm
+	ns      string
 	reached chan struct{}
 	release chan struct{}
 	once    sync.Once
 }
 
-// NewReadHold returns a ReadHold, not yet serving: use its Kubeconfig as
-// cluster.OLMOptions.CatalogKubeconfig.
-func NewReadHold() *ReadHold { return &ReadHold{closed: make(chan struct{})} }
+// NewReadHold returns a ReadHold, not yet serving: use its Options to start OLM, then SetCatalogLog.
+func NewReadHold() *ReadHold {
+	return &ReadHold{closed: make(chan struct{}), lastLine: map[string]string{}}
+}
 
 // Options is how OLM runs behind h: catalog-operator through h, olm-operator directly.
 func (h *ReadHold) Options() cluster.OLMOptions {
 	return cluster.OLMOptions{CatalogKubeconfig: h.Kubeconfig}
+}
+
+// SetCatalogLog names catalog-operator's log file (catalog.log in cluster.OLM's Dir).
+func (h *ReadHold) SetCatalogLog(path string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.catalogLog = path
 }
 
 // Kubeconfig starts serving on a loopback port, forwarding to the apiserver of the kubeconfig
@@ -114,7 +142,7 @@ func (h *ReadHold) Kubeconfig(olmKubeconfig string) (string, error) {
 	return path, clientcmd.WriteToFile(*kc, path)
 }
 
-// Close stops the proxy and lets every held request go.
+// Close stops the proxy and lets every held answer go.
 func (h *ReadHold) Close() {
 	h.once.Do(func() {
 		close(h.closed)
@@ -127,16 +155,18 @@ func (h *ReadHold) Close() {
 	})
 }
 
-// Arm holds the next GET of CSV csv in ns that follows a List of ns's Subscriptions. One hold at
-// a time.
-func (h *ReadHold) Arm(ns, csv string) (*Hold, error) {
+// Arm holds the answer to the next first Subscription List of a sync of ns. One hold at a time.
+func (h *ReadHold) Arm(ns string) (*Hold, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.armed != nil {
-		return nil, fmt.Errorf("a hold is armed already (%s/%s)", h.armed.ns, h.armed.csv)
+	if h.catalogLog == "" {
+		return nil, fmt.Errorf("ReadHold: catalog-operator's log not set (SetCatalogLog)")
 	}
-	h.armed = &Hold{ns: ns, csv: csv, reached: make(chan struct{}), release: make(chan struct{})}
-	h.printf("armed: GET of CSV %s/%s after a List of its namespace's Subscriptions", ns, csv)
+	if h.armed != nil {
+		return nil, fmt.Errorf("ReadHold: a hold is armed already (%s)", h.armed.ns)
+	}
+	h.armed = &Hold{ns: ns, reached: make(chan struct{}), release: make(chan struct{})}
+	h.printf("armed: the first Subscription List of the next sync of %s", ns)
 	return h.armed, nil
 }
 
@@ -150,35 +180,47 @@ func (h *ReadHold) Disarm(hold *Hold) {
 	hold.Release()
 }
 
-// Reached is closed once the GET is held.
+// Reached is closed once the answer is held: read from the apiserver, not yet given to
+// catalog-operator.
 func (hold *Hold) Reached() <-chan struct{} { return hold.reached }
 
-// Release forwards the held GET (at once if it comes later).
+// Release gives catalog-operator the held answer.
 func (hold *Hold) Release() { hold.once.Do(func() { close(hold.release) }) }
 
 func (h *ReadHold) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if hold := h.take(r); hold != nil {
-		h.printf("holding %s %s", r.Method, r.URL.Path)
-		close(hold.reached)
-		select {
-		case <-hold.release:
-		case <-h.closed:
-		case <-r.Context().Done():
-		}
-		h.printf("released %s %s", r.Method, r.URL.Path)
+	hold := h.take(r)
+	if hold == nil {
+		h.proxy.ServeHTTP(w, r)
+		return
 	}
-	h.proxy.ServeHTTP(w, r)
+	rec := httptest.NewRecorder()
+	h.proxy.ServeHTTP(rec, r)
+	h.printf("holding the answer (%d, %d bytes) to GET %s", rec.Code, rec.Body.Len(), r.URL.Path)
+	close(hold.reached)
+	select {
+	case <-hold.release:
+	case <-h.closed:
+	case <-r.Context().Done():
+	}
+	h.printf("released the answer to GET %s", r.URL.Path)
+	for k, v := range rec.Result().Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
 }
 
-// take returns the armed hold if r is the request it holds, and notes the Subscription Lists
-// that come before it.
+// take returns the armed hold if r is the first Subscription List of a sync of its namespace.
 func (h *ReadHold) take(r *http.Request) *Hold {
 	if r.Method != http.MethodGet {
 		return nil
 	}
-	// /apis/operators.coreos.com/v1alpha1/namespaces/<ns>/<resource>[/<name>]
+	// /apis/operators.coreos.com/v1alpha1/namespaces/<ns>/subscriptions, a live List
+	// (client.List with empty options): an informer's List or watch names a resourceVersion or
+	// watch.
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	if len(parts) < 6 || parts[0] != "apis" || parts[1] != olm.Group || parts[2] != "v1alpha1" || parts[3] != "namespaces" {
+	if len(parts) != 6 || parts[0] != "apis" || parts[1] != olm.Group || parts[2] != "v1alpha1" || parts[3] != "namespaces" ||
+		parts[5] != "subscriptions" || r.URL.Query().Has("watch") || r.URL.Query().Has("resourceVersion") {
 		return nil
 	}
 	h.mu.Lock()
@@ -187,18 +229,48 @@ func (h *ReadHold) take(r *http.Request) *Hold {
 	if hold == nil || parts[4] != hold.ns {
 		return nil
 	}
-	q := r.URL.Query()
-	switch {
-	// A live List (client.List with empty options), not an informer's List or watch: those name
-	// a resourceVersion or watch.
-	case len(parts) == 6 && parts[5] == "subscriptions" && !q.Has("watch") && !q.Has("resourceVersion"):
-		if !hold.listed {
-			h.printf("List of %s's Subscriptions seen", hold.ns)
+	if err := h.readCatalogLog(); err != nil {
+		h.printf("reading catalog-operator's log: %v", err)
+		return nil
+	}
+	if last := h.lastLine[hold.ns]; last != firstListLine {
+		h.printf("a Subscription List of %s after %s: not held", hold.ns, last)
+		return nil
+	}
+	h.armed = nil
+	return hold
+}
+
+// readCatalogLog reads what catalog-operator logged since the last read and notes, per
+// namespace, the last sync line. Called with h.mu held.
+func (h *ReadHold) readCatalogLog() error {
+	f, err := os.Open(h.catalogLog)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(h.offset, io.SeekStart); err != nil {
+		return err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	h.offset += int64(len(data))
+	data = append(h.partial, data...)
+	end := bytes.LastIndexByte(data, '\n')
+	h.partial = append([]byte(nil), data[end+1:]...)
+	for _, line := range strings.Split(string(data[:end+1]), "\n") {
+		for _, msg := range []string{firstListLine, secondListLine} {
+			if !strings.Contains(line, msg) {
+				continue
+			}
+			for _, field := range strings.Fields(line) {
+				if ns, ok := strings.CutPrefix(field, "namespace="); ok {
+					h.lastLine[ns] = msg
+				}
+			}
 		}
-		hold.listed = true
-	case len(parts) == 7 && parts[5] == "clusterserviceversions" && parts[6] == hold.csv && hold.listed:
-		h.armed = nil
-		return hold
 	}
 	return nil
 }
@@ -218,6 +290,8 @@ func StartHeldOLM(ctx context.Context, c *cluster.Cluster, version string, pkgs 
 		h.Close()
 		return nil, nil, err
 	}
+	// test/cluster writes each operator's output to <name>.log in the OLM's Dir.
+	h.SetCatalogLog(filepath.Join(o.Dir(), "catalog.log"))
 	return o, h, nil
 }
 
@@ -229,11 +303,12 @@ const KeepFinalizer = "olmguard.test/keep-unpacked"
 
 // HeldSecond is OLM #3199 forced, one namespace after another: Subscription A to Beta is
 // installed and settles; the hold is armed, and A is touched so that OLM syncs the namespace; while
-// the sync is held between its two Subscription Lists, Subscription B to Alpha is created; then the
-// sync goes on. It resolves B and writes B's plan, its owners taken from the List before B. Alpha's
-// bundle is unpacked once before (a warm-up namespace) and its unpack Job kept (KeepFinalizer),
-// so the held sync writes the plan itself. Each namespace ends when B's CSV succeeded; the result
-// is B and the plan its status.installPlanRef names then.
+// the answer to the sync's first Subscription List is held, Subscription B to Alpha is created;
+// then the sync goes on. Its second List has B: it resolves B and writes B's plan, with the owners
+// of the first List's answer, which has no B. Alpha's bundle is unpacked once before (a warm-up
+// namespace) and its unpack Job kept (KeepFinalizer), so the held sync writes the plan itself.
+// Each namespace ends when B's CSV succeeded; the result is B and the plan its
+// status.installPlanRef names then. Run OLM with StartHeldOLM.
 func HeldSecond(h *ReadHold) F1Round {
 	return func(ctx context.Context, c client.Client, prefix string, n int) ([]F1Result, error) {
 		if err := keepUnpacked(ctx, c, prefix, Alpha); err != nil {
@@ -270,16 +345,13 @@ func secondWhileHeld(ctx context.Context, c client.Client, h *ReadHold, prefix s
 	if err := NoPlanInstalling(ctx, c, ns); err != nil {
 		return r, err
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil {
-		return r, err
-	}
-	hold, err := h.Arm(ns, a.Status.CurrentCSV)
+	hold, err := h.Arm(ns)
 	if err != nil {
 		return r, err
 	}
 	defer h.Disarm(hold)
 	// Any change of a Subscription makes OLM sync its namespace (syncSubscriptions). Touched again
-	// while the hold is not reached: a sync that went by is harmless, the hold waits for the next.
+	// while the hold is not reached: every sync starts with the List held, so any sync will do.
 	err = testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		select {
 		case <-hold.Reached():

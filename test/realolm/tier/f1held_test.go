@@ -19,8 +19,9 @@ import (
 )
 
 // TestF1Held: OLM #3199 on OLM's own binaries, every time. On a cluster of its own, catalog-operator
-// reaches the apiserver through a proxy (realolm.ReadHold) that holds its namespace sync between
-// its two live Subscription Lists while the test creates Subscription B (realolm.HeldSecond). Stock
+// reaches the apiserver through a proxy (realolm.ReadHold) that holds the answer to the first of
+// its namespace sync's two live Subscription Lists while the test creates Subscription B
+// (realolm.HeldSecond), so B is in the second List and not in the first. Stock
 // OLM then leaves B out of the owners of the plan that installs B in every namespace: asserted.
 // With olmguard's webhook and controller the same interleaving leaves no plan without B, and the
 // plans stock OLM got wrong are repaired. Fails before the fix (olmguard absent): every guarded
