@@ -382,8 +382,12 @@ func secondWhileHeld(ctx context.Context, c client.Client, h *ReadHold, prefix s
 		return r, err
 	}
 	// Settled as a user would see it: B's operator installed, then B and its plan as they are.
-	if err := c.Get(ctx, client.ObjectKeyFromObject(r.Sub), r.Sub); err != nil {
-		return r, err
+	err = testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(r.Sub), r.Sub)
+		return err == nil && r.Sub.Status.CurrentCSV != "", err
+	})
+	if err != nil {
+		return r, fmt.Errorf("Subscription b names no current CSV: %w", err)
 	}
 	if err := CSVSucceeded(ctx, c, ns, r.Sub.Status.CurrentCSV); err != nil {
 		return r, err
