@@ -59,6 +59,8 @@ const (
 // ReadHold is a reverse proxy in front of the apiserver for catalog-operator: it forwards every
 // request with the credentials of OLM's ServiceAccount, and, once armed for a namespace, holds the
 // answer to the first Subscription List of that namespace's next sync until the test releases it.
+// It listens on loopback, in plain HTTP, without authentication, for the test's own cluster: any
+// local process reaching it acts as OLM's ServiceAccount.
 type ReadHold struct {
 	proxy  *httputil.ReverseProxy
 	server *http.Server
@@ -282,7 +284,7 @@ func (h *ReadHold) printf(format string, args ...any) {
 }
 
 // StartHeldOLM runs OLM version on c with catalog-operator behind a ReadHold and serves pkgs from
-// the catalog CatalogName, READY on return. Close the ReadHold after the cluster stops.
+// the catalog CatalogName, READY on return. Close the ReadHold when done with the cluster.
 func StartHeldOLM(ctx context.Context, c *cluster.Cluster, version string, pkgs ...Package) (*cluster.OLM, *ReadHold, error) {
 	h := NewReadHold()
 	o, err := StartOLMWith(ctx, c, version, h.Options(), pkgs...)
