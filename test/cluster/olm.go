@@ -220,6 +220,10 @@ type OLMOptions struct {
 	// OLMArgs are further arguments of olm-operator, e.g.
 	// --writePackageServerStatusName=<name>, which OpenShift passes.
 	OLMArgs []string
+	// CatalogKubeconfig, when set, is given the kubeconfig of OLM's ServiceAccount and returns
+	// the kubeconfig catalog-operator runs with instead: e.g. one naming a proxy in front of the
+	// apiserver that talks upstream with the given one (realolm.ReadHold).
+	CatalogKubeconfig func(kubeconfig string) (string, error)
 }
 
 // StartOLMWith runs OLM version against the cluster as o says.
@@ -238,12 +242,19 @@ func (c *Cluster) StartOLMWith(ctx context.Context, version string, opts OLMOpti
 	if err := c.createLayoutNamespaces(ctx, o.Layout); err != nil {
 		return nil, err
 	}
+	catalogKubeconfig := o.Kubeconfig
+	if opts.CatalogKubeconfig != nil {
+		if catalogKubeconfig, err = opts.CatalogKubeconfig(o.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("catalog-operator's kubeconfig: %w", err)
+		}
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	o.stop = cancel
 	env := append(os.Environ(), "KUBECONFIG="+o.Kubeconfig, "OPERATOR_NAMESPACE="+o.Namespace, "OPERATOR_NAME=olm-operator")
+	catalogEnv := append(os.Environ(), "KUBECONFIG="+catalogKubeconfig, "OPERATOR_NAMESPACE="+o.Namespace, "OPERATOR_NAME=olm-operator")
 	olmArgs := append(append([]string{"--namespace", o.Namespace}, o.OLMArgs...), opts.OLMArgs...)
 	o.supervise(runCtx, "olm", env, olmArgs...)
-	o.supervise(runCtx, "catalog", env, append([]string{"--namespace", o.CatalogNamespace, "--kubeconfig", o.Kubeconfig,
+	o.supervise(runCtx, "catalog", catalogEnv, append([]string{"--namespace", o.CatalogNamespace, "--kubeconfig", catalogKubeconfig,
 		"--opmImage", "olmguard.test/opm", "--util-image", "olmguard.test/util"}, o.CatalogArgs...)...)
 	o.unpacked = map[string]bool{}
 	c.mu.Lock()

@@ -64,6 +64,9 @@ type demo struct {
 	out   io.Writer
 	start time.Time
 	rows  []row
+	// hold holds the real-OLM cluster's catalog-operator between its two Subscription Lists of a
+	// namespace sync, for the F1 replay that shows OLM #3199 every time.
+	hold *realolm.ReadHold
 }
 
 func (d *demo) step(format string, args ...any) func() {

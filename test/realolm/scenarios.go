@@ -412,7 +412,12 @@ func UseOLMCRDs() error {
 
 // StartOLM runs OLM version on c and serves pkgs from the catalog CatalogName, READY on return.
 func StartOLM(ctx context.Context, c *cluster.Cluster, version string, pkgs ...Package) (*cluster.OLM, error) {
-	o, err := c.StartOLM(ctx, version)
+	return StartOLMWith(ctx, c, version, cluster.OLMOptions{}, pkgs...)
+}
+
+// StartOLMWith is StartOLM with OLM run as opts says.
+func StartOLMWith(ctx context.Context, c *cluster.Cluster, version string, opts cluster.OLMOptions, pkgs ...Package) (*cluster.OLM, error) {
+	o, err := c.StartOLMWith(ctx, version, opts)
 	if err != nil {
 		return nil, err
 	}
