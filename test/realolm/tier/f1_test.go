@@ -28,10 +28,13 @@ func f1(t *testing.T, c *cluster.Cluster, round realolm.F1Round, prefix string) 
 	return must(round(context.Background(), c.Client, prefix, f1Namespaces))(t)
 }
 
-// TestF1: on stock OLM, B's plan can lack B's ownerReference, and OLM never adds it; two
-// interleavings, each in fresh namespaces, the stock counts reported. With olmguard, the plans
-// stock OLM got wrong and one written while the webhook was down are repaired (the controller),
-// and no new plan lacks it in either interleaving (the webhook).
+// TestF1: on stock OLM, B's plan can lack B's ownerReference, and OLM never adds it; the stock
+// count of the interleaving that shows it most often is reported (TestF1Held forces it and asserts
+// it). With olmguard, the plans stock OLM got wrong and one written while the webhook was down are
+// repaired (the controller), and no new plan lacks it in either interleaving (the webhook). The
+// rounds whose stock count was 0 on every build (A Manual approved then B on stock; A settled then
+// B in several namespaces at once) are left to make demo: here they cost the tier's time on every
+// build and showed nothing the held replay does not.
 func TestF1(t *testing.T) {
 	declare(t, "F1: InstallPlans owned by every Subscription (#3199)", true)
 	c, o := realOLM(t)
@@ -40,10 +43,6 @@ func TestF1(t *testing.T) {
 	stock := f1(t, c, realolm.SettledThenSecondInTurn, "f1-stock")
 	missed := realolm.Missing(stock)
 	t.Logf("stock OLM %s, A settled then B, one namespace after another: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missed), len(stock))
-	stockManual := f1(t, c, realolm.ManualThenAutomatic, "f1-stock-manual")
-	missedManual := realolm.Missing(stockManual)
-	t.Logf("stock OLM %s, A Manual approved then B Automatic: Subscription B missing from its InstallPlan's owners in %d of %d namespaces", o.Version, len(missedManual), len(stockManual))
-	missed = append(missed, missedManual...)
 	// A plan OLM wrote while the webhook was down, whatever this run's race did: B's reference
 	// dropped from a stock plan, as #3199 leaves it.
 	legacy := stock[0]
@@ -65,7 +64,7 @@ func TestF1(t *testing.T) {
 	for _, round := range []struct {
 		name string
 		run  realolm.F1Round
-	}{{"A settled then B", realolm.SettledThenSecond}, {"A settled then B, one namespace after another", realolm.SettledThenSecondInTurn},
+	}{{"A settled then B, one namespace after another", realolm.SettledThenSecondInTurn},
 		{"A Manual approved then B Automatic", realolm.ManualThenAutomatic}} {
 		guarded := f1(t, c, round.run, "f1-olmguard")
 		bad := realolm.Missing(guarded)
