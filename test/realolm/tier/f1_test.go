@@ -13,7 +13,6 @@ import (
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/scenario"
-	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // f1Namespaces is how many fresh namespaces each F1 round uses. The stock count is reported, not
@@ -54,11 +53,7 @@ func TestF1(t *testing.T) {
 	procs.RunWebhook(t, c.Kubeconfig, c.Client)
 	procs.RunController(t, c.Kubeconfig)
 	for _, r := range missed {
-		testenv.Eventually(t, "the controller repairs "+r.NS+"/"+r.Plan.Name, func(ctx context.Context) (bool, error) {
-			p := &v1alpha1.InstallPlan{}
-			err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), p)
-			return err == nil && scenario.OwnedBy(p, r.Sub.UID), err
-		})
+		waitOwnedBy(t, c, r, "the controller repairs")
 	}
 
 	for _, round := range []struct {

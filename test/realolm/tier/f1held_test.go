@@ -2,20 +2,13 @@ package tier
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/scenario"
-	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // TestF1Held: OLM #3199 on OLM's own binaries, every time. On a cluster of its own, catalog-operator
@@ -30,8 +23,7 @@ func TestF1Held(t *testing.T) {
 	declare(t, "F1: #3199 reproduced on stock OLM (held read)", false)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	c := must(cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d-held", os.Getpid()), Nodes: 1}))(t)
-	t.Cleanup(func() { _ = c.Stop() })
+	c := clusterOfItsOwn(ctx, t, "held")
 	o, hold, err := realolm.StartHeldOLM(ctx, c, version(), realolm.Alpha, realolm.Beta)
 	if err != nil {
 		t.Fatal(err)
@@ -56,22 +48,14 @@ func TestF1Held(t *testing.T) {
 	procs.RunWebhook(t, c.Kubeconfig, c.Client)
 	procs.RunController(t, c.Kubeconfig)
 	for _, r := range missed {
-		testenv.Eventually(t, "the controller repairs "+r.NS+"/"+r.Plan.Name, func(ctx context.Context) (bool, error) {
-			p := &v1alpha1.InstallPlan{}
-			err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), p)
-			return err == nil && scenario.OwnedBy(p, r.Sub.UID), err
-		})
+		waitOwnedBy(t, c, r, "the controller repairs")
 	}
 
 	guarded := must(round(ctx, c.Client, "f1-held-olmguard", f1Namespaces))(t)
 	t.Logf("with olmguard, the same held interleaving: Subscription B missing from its InstallPlan's owners when B's CSV succeeded in %d of %d namespaces",
 		len(realolm.Missing(guarded)), len(guarded))
 	for _, r := range guarded {
-		testenv.Eventually(t, "with olmguard, "+r.NS+"/"+r.Plan.Name+" owned by Subscription b", func(ctx context.Context) (bool, error) {
-			p := &v1alpha1.InstallPlan{}
-			err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), p)
-			return err == nil && scenario.OwnedBy(p, r.Sub.UID), err
-		})
+		waitOwnedBy(t, c, r, "with olmguard, Subscription b owns")
 	}
 	checkLogs(t, o)
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/realolm"
+	"github.com/olmguard/olmguard/test/scenario"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -68,6 +70,26 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 }
 
 // must(f())(t) is f's value, or the test fails on f's error.
+// clusterOfItsOwn starts a one-node cluster for a scenario that cannot share the tier's (an OLM
+// of another release or other flags), named after the tier's process and suffix, stopped when the
+// test ends.
+func clusterOfItsOwn(ctx context.Context, t *testing.T, suffix string) *cluster.Cluster {
+	t.Helper()
+	c := must(cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d-%s", os.Getpid(), suffix), Nodes: 1}))(t)
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
+
+// waitOwnedBy waits until the plan of r is owned by its Subscription B.
+func waitOwnedBy(t *testing.T, c *cluster.Cluster, r realolm.F1Result, what string) {
+	t.Helper()
+	testenv.Eventually(t, what+" "+r.NS+"/"+r.Plan.Name, func(ctx context.Context) (bool, error) {
+		p := &v1alpha1.InstallPlan{}
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(r.Plan), p)
+		return err == nil && scenario.OwnedBy(p, r.Sub.UID), err
+	})
+}
+
 func must[T any](v T, err error) func(t *testing.T) T {
 	return func(t *testing.T) T {
 		t.Helper()

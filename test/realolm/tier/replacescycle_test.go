@@ -2,8 +2,6 @@ package tier
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/olmguard/olmguard/pkg/olmguard"
-	"github.com/olmguard/olmguard/test/cluster"
 	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -30,8 +27,7 @@ func TestReplacesCycle(t *testing.T) {
 	declare(t, "N1: spec.replaces cycle (OCPBUGS-23954)", false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := must(cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d-cycle", os.Getpid()), Nodes: 1}))(t)
-	t.Cleanup(func() { _ = c.Stop() })
+	c := clusterOfItsOwn(ctx, t, "cycle")
 	o := must(c.StartOLMWith(ctx, version(), realolm.ReplacesCycleOLM()))(t)
 	t.Cleanup(o.Stop)
 	name := "cycle-stock.v1.0.0"

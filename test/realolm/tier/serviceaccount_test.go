@@ -2,8 +2,6 @@ package tier
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -63,8 +61,7 @@ func TestServiceAccountMetadataKeptOnUpgrade(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		c := must(cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d-sa", os.Getpid()), Nodes: 1}))(t)
-		t.Cleanup(func() { _ = c.Stop() })
+		c := clusterOfItsOwn(ctx, t, "sa")
 		o := must(realolm.StartOLM(ctx, c, realolm.OLMAfter, realolm.Alpha))(t)
 		t.Cleanup(o.Stop)
 		serviceAccountScenario(t, c, realolm.OLMAfter, "sa028", realolm.SAKept{Annotation: true, Label: true, PullSecret: true})
