@@ -116,6 +116,45 @@ func (c *Cluster) RestoreNode(ctx context.Context, name string) error {
 	return c.annotateNode(ctx, name, &v)
 }
 
+// RecoverNode gives a failed node back to kwok, waits until it is Ready, and deletes the pods on
+// it that a controller owns and that are still not Ready. While the node was NotReady the node
+// lifecycle controller marked its pods NotReady, and kwok readies a pod only before it has an IP,
+// never again: their Deployments would stay unavailable for good, and OLM would reinstall the CSVs
+// that own them thousands of times a minute (seen on every real-OLM build after F5: a hot loop that
+// kept both cores busy for the rest of the tier). Their controllers create them again, Ready.
+func (c *Cluster) RecoverNode(ctx context.Context, name string) error {
+	if err := c.RestoreNode(ctx, name); err != nil {
+		return err
+	}
+	if err := c.WaitNodeReady(ctx, name, true); err != nil {
+		return err
+	}
+	pods := &corev1.PodList{}
+	if err := c.Client.List(ctx, pods, client.MatchingFields{"spec.nodeName": name}); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || metav1.GetControllerOf(p) == nil || podReady(p) {
+			continue
+		}
+		uid := p.UID
+		if err := c.Client.Delete(ctx, p, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("replacing pod %s/%s left NotReady on node %s: %w", p.Namespace, p.Name, name, err)
+		}
+	}
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 func (c *Cluster) annotateNode(ctx context.Context, name string, value *string) error {
 	if !c.managed {
 		return ErrNotKwok

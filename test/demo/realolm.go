@@ -229,6 +229,9 @@ func (d *demo) realF3(ctx context.Context, c *cluster.Cluster, pkg realolm.Packa
 		res += ", operand deleted"
 	}
 	fmt.Fprintf(d.out, "    %s\n", res)
+	if u.RoleCreatedAgain {
+		fmt.Fprintf(d.out, "    (a plan step OLM still ran after the uninstall created the ClusterRole again, labelled olm.managed alone: deleted, as docs/cleanup.md says)\n")
+	}
 	return res, nil
 }
 

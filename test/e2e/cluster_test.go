@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,6 +81,28 @@ func TestClusterNodeFailureAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A Deployment's pod on it: kwok readies a pod once, so a pod the node lifecycle controller
+	// marked NotReady while its node was down stays NotReady; RecoverNode replaces it.
+	labels := map[string]string{"app": "on-" + name}
+	replicas := int32(1)
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "on-" + name}, Spec: appsv1.DeploymentSpec{
+		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"olmguard.io/e2e": "node-failure"},
+			Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers:   []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}}}}
+	if err := c.Client.Create(ctx, deploy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), deploy) })
+	available := func(want int32) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			err := c.Client.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)
+			return err == nil && deploy.Status.AvailableReplicas == want, err
+		}
+	}
+	testenv.Eventually(t, "the Deployment on "+name+" available", available(1))
+
 	failed := time.Now()
 	if err := c.FailNode(ctx, name); err != nil {
 		t.Fatal(err)
@@ -104,16 +127,18 @@ func TestClusterNodeFailureAndRecovery(t *testing.T) {
 		return unknown && unreachable, nil
 	})
 
+	testenv.Eventually(t, "the Deployment on "+name+" unavailable", available(0))
+
 	restored := time.Now()
-	if err := c.RestoreNode(ctx, name); err != nil {
-		t.Fatal(err)
-	}
 	waitCtx, cancel = context.WithTimeout(ctx, testenv.Patience)
 	defer cancel()
-	if err := c.WaitNodeReady(waitCtx, name, true); err != nil {
+	if err := c.RecoverNode(waitCtx, name); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("node Ready again, without the unreachable taint, %s after RestoreNode", time.Since(restored).Round(100*time.Millisecond))
+	t.Logf("node Ready again, without the unreachable taint, %s after RecoverNode", time.Since(restored).Round(100*time.Millisecond))
+	// Fails without RecoverNode's replacement of the pods left NotReady: the Deployment would stay
+	// unavailable, and a real OLM would reinstall the CSV that owns it in a hot loop.
+	testenv.Eventually(t, "the Deployment on "+name+" available again", available(1))
 
 	// The other nodes kept their heartbeats all along.
 	for _, n := range c.Nodes() {

@@ -150,10 +150,7 @@ func TestDoctor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			_ = c.RestoreNode(context.Background(), pod.Spec.NodeName)
-			_ = c.WaitNodeReady(context.Background(), pod.Spec.NodeName, true)
-		})
+		t.Cleanup(func() { _ = c.RecoverNode(context.Background(), pod.Spec.NodeName) })
 		if err := c.FailNode(ctx, pod.Spec.NodeName); err != nil {
 			t.Fatal(err)
 		}

@@ -144,7 +144,7 @@ func TestF5TwoOfThreeNodesFailNothingDeleted(t *testing.T) {
 		if err := c.FailNode(ctx, n); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = c.RestoreNode(context.Background(), n); _ = c.WaitNodeReady(context.Background(), n, true) })
+		t.Cleanup(func() { _ = c.RecoverNode(context.Background(), n) })
 		if err := c.WaitNodeReady(ctx, n, false); err != nil {
 			t.Fatal(err)
 		}

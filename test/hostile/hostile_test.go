@@ -499,7 +499,7 @@ func (e *env) attackCatalogLabel(t *testing.T) {
 	if err := e.c.FailNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.c.RestoreNode(context.Background(), node) })
+	t.Cleanup(func() { _ = e.c.RecoverNode(context.Background(), node) })
 	if err := e.c.WaitNodeReady(ctx, node, false); err != nil {
 		t.Fatal(err)
 	}

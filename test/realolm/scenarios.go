@@ -328,8 +328,13 @@ func Missing(results []F1Result) []F1Result {
 // Uninstalled is what an uninstall of a settled operator left.
 type Uninstalled struct {
 	NS          string
-	RoleLeft    bool // the bundle's ClusterRole
+	RoleLeft    bool // the bundle's ClusterRole, as OLM created it for this install
 	OperandLeft bool // the Widget the user created
+	// RoleCreatedAgain is a ClusterRole of the bundle's name that OLM created after the uninstall
+	// began: a plan step it was still executing from its cache (docs/cleanup.md, "Uninstall
+	// during an install"). Such a role is labelled olm.managed alone, so nothing says whose it
+	// is; Uninstall deletes it, as docs/cleanup.md tells an administrator to, and reports it here.
+	RoleCreatedAgain bool
 	// Recreated counts the CSVs OLM created again after the uninstall, each deleted again.
 	Recreated int
 }
@@ -383,9 +388,21 @@ func Uninstall(ctx context.Context, c client.Client, pkg Package, prefix string)
 	if out.Recreated, err = DeleteCSV(ctx, c, csv); err != nil {
 		return out, err
 	}
-	roleErr := c.Get(ctx, client.ObjectKeyFromObject(role), &rbacv1.ClusterRole{})
+	now := &rbacv1.ClusterRole{}
+	switch err := c.Get(ctx, client.ObjectKeyFromObject(role), now); {
+	case err == nil && now.UID == role.UID:
+		out.RoleLeft = true
+	case err == nil:
+		out.RoleCreatedAgain = true
+		uid := now.UID
+		if err := c.Delete(ctx, now, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return out, err
+		}
+	case !apierrors.IsNotFound(err):
+		return out, err
+	}
 	operandErr := c.Get(ctx, client.ObjectKeyFromObject(operand), operand.DeepCopy())
-	out.RoleLeft, out.OperandLeft = roleErr == nil, operandErr == nil
+	out.OperandLeft = operandErr == nil
 	return out, nil
 }
 

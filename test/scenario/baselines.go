@@ -191,7 +191,7 @@ func (o CatalogOutage) Total() time.Duration {
 type NodeFaults interface {
 	KubeClient() client.Client
 	FailNode(ctx context.Context, name string) error
-	RestoreNode(ctx context.Context, name string) error
+	RecoverNode(ctx context.Context, name string) error
 	WaitNodeReady(ctx context.Context, name string, ready bool) error
 }
 
@@ -212,10 +212,7 @@ func FailCatalogNode(ctx context.Context, c NodeFaults, cat *olmsim.Catalog, wai
 	if err := c.FailNode(ctx, out.Node); err != nil {
 		return out, err
 	}
-	defer func() {
-		_ = c.RestoreNode(context.Background(), out.Node)
-		_ = c.WaitNodeReady(context.Background(), out.Node, true)
-	}()
+	defer func() { _ = c.RecoverNode(context.Background(), out.Node) }()
 	if err := c.WaitNodeReady(ctx, out.Node, false); err != nil {
 		return out, fmt.Errorf("node %s never turned NotReady: %w", out.Node, err)
 	}

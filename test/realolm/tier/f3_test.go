@@ -22,7 +22,8 @@ func TestF3Uninstall(t *testing.T) {
 	declare(t, "F3: cleanup after uninstall", true)
 	c, o := realOLM(t)
 	stock := must(realolm.Uninstall(context.Background(), c.Client, realolm.Gamma, "f3-stock"))(t)
-	t.Logf("stock OLM %s: bundled ClusterRole left after uninstall: %v; operand left: %v; CSVs OLM created again: %d", o.Version, stock.RoleLeft, stock.OperandLeft, stock.Recreated)
+	t.Logf("stock OLM %s: bundled ClusterRole left after uninstall: %v; operand left: %v; CSVs OLM created again: %d; ClusterRole OLM created again: %v",
+		o.Version, stock.RoleLeft, stock.OperandLeft, stock.Recreated, stock.RoleCreatedAgain)
 
 	if err := c.CreateNamespace(context.Background(), olmguard.DefaultNamespace); err != nil {
 		t.Fatal(err)
@@ -30,7 +31,8 @@ func TestF3Uninstall(t *testing.T) {
 	procs.RunWebhook(t, c.Kubeconfig, c.Client)
 	procs.RunController(t, c.Kubeconfig)
 	guarded := must(realolm.Uninstall(context.Background(), c.Client, realolm.Delta, "f3-olmguard"))(t)
-	t.Logf("with olmguard: CSVs OLM created again after the uninstall: %d", guarded.Recreated)
+	t.Logf("with olmguard: CSVs OLM created again after the uninstall: %d; ClusterRole OLM created again (a late plan step, labelled olm.managed alone): %v",
+		guarded.Recreated, guarded.RoleCreatedAgain)
 	if guarded.RoleLeft {
 		t.Errorf("with olmguard, the bundled ClusterRole %s survived the uninstall from %s", realolm.Delta.BundledClusterRole(), guarded.NS)
 	}
