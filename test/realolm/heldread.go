@@ -389,7 +389,7 @@ func secondWhileHeld(ctx context.Context, c client.Client, h *ReadHold, prefix s
 		return err == nil && r.Sub.Status.CurrentCSV != "", err
 	})
 	if err != nil {
-		return r, fmt.Errorf("Subscription b names no current CSV: %w", err)
+		return r, fmt.Errorf("subscription b names no current CSV: %w", err)
 	}
 	if err := CSVSucceeded(ctx, c, ns, r.Sub.Status.CurrentCSV); err != nil {
 		return r, err
