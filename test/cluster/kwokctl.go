@@ -137,9 +137,50 @@ func (k kwokctl) create(ctx context.Context) error {
 func (k kwokctl) delete(ctx context.Context) error {
 	err := k.run(ctx, "delete", "cluster", "--kubeconfig="+noKubeconfig())
 	if err == nil {
+		err = killLeftovers(ctx, kwokClusterDir(k.name)+string(filepath.Separator))
+	}
+	if err == nil {
 		err = os.RemoveAll(ownDir(k.name))
 	}
 	return err
+}
+
+// killLeftovers kills the processes whose command line names dir (every component of a cluster is
+// started with its certificates or data under the cluster's directory) and waits until they are
+// gone. kwokctl stops a component by the pid file it wrote once the component started: one still
+// starting when its create was abandoned (a slow kube-apiserver on a busy machine) outlives the
+// delete, keeps the cluster's port with the old certificates, and fails every later attempt to
+// create the cluster again with "served by another cluster's kube-apiserver".
+func killLeftovers(ctx context.Context, dir string) error {
+	find := func() []int {
+		var pids []int
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && bytes.Contains(cmdline, []byte(dir)) {
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	for {
+		pids := find()
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("processes %v of %s still running: %w", pids, dir, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // prepare writes the cluster's own files: the rendered kwokctl.yaml, node-heartbeat.yaml and the
