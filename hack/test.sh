@@ -73,7 +73,7 @@ side_by_side() {
 }
 
 # Everything but the tiers that start control planes of their own shape or a real node.
-unit_pkgs=$($GO list ./... | grep -v -e /test/e2e -e /test/ha -e /test/realolm -e /test/hostile -e /test/node -e /test/realnode | tr '\n' ' ')
+unit_pkgs=$($GO list ./... | grep -v -e /test/e2e -e /test/ha -e /test/realolm -e /test/hostile -e /test/node -e /test/realnode)
 
 # As root the host can be given all a real node needs (hack/install-node-packages.sh), so there
 # the tier must run: it fails instead of skipping. Elsewhere it skips and says why.
@@ -88,6 +88,7 @@ real_node() {
 }
 
 tier "lint (gofmt, go vet, golangci-lint)" make --no-print-directory lint
+tier "unit + envtest" $GO test -count=1 -timeout 30m $unit_pkgs
 tier "ha: two kube-apiservers, one etcd" $GO test -count=1 -timeout 20m ./test/ha/
 # The kwok end-to-end tier, the real-OLM tier and the hostile-tenant tier each start clusters of
 # their own; the first two spend most of their time waiting on OLM's resync intervals, and the
@@ -129,9 +130,7 @@ realolm_after_hostile() { # build
   while [ ! -e "$hostile_done" ]; do sleep 2; done
   realolm_tier "$1"
 }
-# The end-to-end tier is the shortest lane (about 11 minutes): the unit and envtest packages
-# follow it there, in the time the real-OLM lanes still take, instead of before every lane.
-lanes=("e2e: kwok cluster, olmguard's binaries|$GO test -count=1 -timeout 45m ./test/e2e/"$'\n'"unit + envtest|$GO test -count=1 -timeout 30m $unit_pkgs")
+lanes=("e2e: kwok cluster, olmguard's binaries|$GO test -count=1 -timeout 45m ./test/e2e/")
 hostile_lane="hostile tenant: OLM's own operators, a tenant with edit|hostile_tier"
 waiting_lane=""
 # The first build (every scenario, OLM releases on clusters of their own too: the longest) gets a

@@ -21,7 +21,7 @@ var Omega = realolm.Omega
 
 // TestAllNamespacesInstall installs an operator as most OpenShift users do: a Subscription in the
 // global operators namespace (openshift-operators, whose OperatorGroup targets every namespace;
-// on upstream builds a fresh namespace with such a group). OLM copies the CSV into every other
+// on upstream builds `operators` with such a group, as upstream's install has). OLM copies the CSV into every other
 // namespace. With olmguard: the original carries olmguard's cleanup finalizer, OLM's copies do not
 // (olmguard never holds up OLM's own deletion of a copy), and an uninstall removes the original
 // and every copy.
