@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/testbin"
 )
 
@@ -152,23 +153,8 @@ func (k kwokctl) delete(ctx context.Context) error {
 // delete, keeps the cluster's port with the old certificates, and fails every later attempt to
 // create the cluster again with "served by another cluster's kube-apiserver".
 func killLeftovers(ctx context.Context, dir string) error {
-	find := func() []int {
-		var pids []int
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil || pid == os.Getpid() {
-				continue
-			}
-			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			if err == nil && bytes.Contains(cmdline, []byte(dir)) {
-				pids = append(pids, pid)
-			}
-		}
-		return pids
-	}
 	for {
-		pids := find()
+		pids := procs.CommandLinesWith(dir)
 		if len(pids) == 0 {
 			return nil
 		}

@@ -135,7 +135,7 @@ func (c *Cluster) RecoverNode(ctx context.Context, name string) error {
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.DeletionTimestamp != nil || metav1.GetControllerOf(p) == nil || podReady(p) {
+		if p.DeletionTimestamp != nil || metav1.GetControllerOf(p) == nil || PodReady(p) {
 			continue
 		}
 		uid := p.UID
@@ -146,7 +146,8 @@ func (c *Cluster) RecoverNode(ctx context.Context, name string) error {
 	return nil
 }
 
-func podReady(p *corev1.Pod) bool {
+// PodReady reports whether the pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.PodReady {
 			return cond.Status == corev1.ConditionTrue

@@ -250,11 +250,12 @@ func (c *Cluster) StartOLMWith(ctx context.Context, version string, opts OLMOpti
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	o.stop = cancel
-	env := append(os.Environ(), "KUBECONFIG="+o.Kubeconfig, "OPERATOR_NAMESPACE="+o.Namespace, "OPERATOR_NAME=olm-operator")
-	catalogEnv := append(os.Environ(), "KUBECONFIG="+catalogKubeconfig, "OPERATOR_NAMESPACE="+o.Namespace, "OPERATOR_NAME=olm-operator")
+	env := func(kubeconfig string) []string {
+		return append(os.Environ(), "KUBECONFIG="+kubeconfig, "OPERATOR_NAMESPACE="+o.Namespace, "OPERATOR_NAME=olm-operator")
+	}
 	olmArgs := append(append([]string{"--namespace", o.Namespace}, o.OLMArgs...), opts.OLMArgs...)
-	o.supervise(runCtx, "olm", env, olmArgs...)
-	o.supervise(runCtx, "catalog", catalogEnv, append([]string{"--namespace", o.CatalogNamespace, "--kubeconfig", catalogKubeconfig,
+	o.supervise(runCtx, "olm", env(o.Kubeconfig), olmArgs...)
+	o.supervise(runCtx, "catalog", env(catalogKubeconfig), append([]string{"--namespace", o.CatalogNamespace, "--kubeconfig", catalogKubeconfig,
 		"--opmImage", "olmguard.test/opm", "--util-image", "olmguard.test/util"}, o.CatalogArgs...)...)
 	o.unpacked = map[string]bool{}
 	c.mu.Lock()

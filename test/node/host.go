@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/olmguard/olmguard/test/procs"
 )
 
 // sysctls are the host settings the kubelet and the bridge plugin change.
@@ -182,26 +184,9 @@ func stop(cmd *exec.Cmd) {
 
 // killShims kills the runc shims of the containerd at socket: they outlive containerd by design.
 func killShims(socket string) {
-	for _, pid := range processesWith(socket) {
+	for _, pid := range procs.CommandLinesWith(socket) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-}
-
-// processesWith lists the processes whose command line contains s.
-func processesWith(s string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // mountsUnder lists the mount points under dir, deepest first.
@@ -303,7 +288,7 @@ func (n *Node) restoreIPTables() error {
 // cgroups, iptables rules, sysctls, the bridge, the node's directory. Empty after Stop.
 func (n *Node) Leftovers() []string {
 	var out []string
-	for _, pid := range processesWith(n.dir) {
+	for _, pid := range procs.CommandLinesWith(n.dir) {
 		out = append(out, fmt.Sprintf("process %d", pid))
 	}
 	for _, m := range mountsUnder(n.dir) {

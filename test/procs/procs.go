@@ -225,3 +225,21 @@ func (p *Process) PeakRSS() (int64, error) {
 	}
 	return 0, errors.New("no VmHWM in /proc status")
 }
+
+// CommandLinesWith lists the processes, other than this one, whose command line (its arguments
+// joined by spaces) contains s: what is left of a component started with a path under s.
+func CommandLinesWith(s string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

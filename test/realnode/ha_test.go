@@ -111,7 +111,7 @@ func testWebhookPodDeletedUnderLoad(t *testing.T, c *cluster.Cluster, jobsNS str
 		}
 		ready := 0
 		for _, p := range componentPods(t, c, "webhook") {
-			if podReady(&p) {
+			if cluster.PodReady(&p) {
 				ready++
 			}
 		}
@@ -134,15 +134,6 @@ func testWebhookPodDeletedUnderLoad(t *testing.T, c *cluster.Cluster, jobsNS str
 	if r := restarts(t, c, "controller"); r != restartsBefore {
 		t.Errorf("controller containers restarted under load: %d -> %d restarts", restartsBefore, r)
 	}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // testLeaderNodeLost loses the controller leader's node the way a crash does: the kubelet

@@ -115,11 +115,3 @@ func uninstallEverywhere(t *testing.T, c client.Client, r realolm.CopiedEverywhe
 		t.Error(err)
 	}
 }
-
-// waitPlansGone waits until the InstallPlans of ns are garbage-collected with their Subscription.
-func waitPlansGone(t *testing.T, c client.Client, ns string) {
-	t.Helper()
-	if err := realolm.PlansGone(context.Background(), c, ns); err != nil {
-		t.Fatal(err)
-	}
-}

@@ -90,6 +90,14 @@ func waitOwnedBy(t *testing.T, c *cluster.Cluster, r realolm.F1Result, what stri
 	})
 }
 
+// waitPlansGone waits until the InstallPlans of ns are garbage-collected with their Subscription.
+func waitPlansGone(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	if err := realolm.PlansGone(context.Background(), c, ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func must[T any](v T, err error) func(t *testing.T) T {
 	return func(t *testing.T) T {
 		t.Helper()
