@@ -78,9 +78,6 @@ type Cluster struct {
 	nodes []string
 	// onStop runs before the cluster is deleted: the processes started against it (OLM).
 	onStop []func()
-	// portsHeld are the components StopComponent stopped, each holding the machine-wide create
-	// lock (holdPorts) until it starts again.
-	portsHeld map[string]bool
 }
 
 // Node labels and annotations.
@@ -161,10 +158,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		verb = "starting the stopped"
 	}
 	c.logf("%s cluster %s (kwokctl binary runtime, binaries from %s)", verb, c.Name, opts.BinDir)
-	// kwokctl picks the components' ports when it creates a cluster, by trying which are free;
-	// a process that binds one first (tiers run side by side) makes the component exit (etcd:
-	// "bind: address already in use"). holdPorts keeps test/cluster's own restarts out of the
-	// way; such a cluster is still created anew, with new ports. Any other failure ends the start.
+	// The cluster's ports are its own (claimPorts), but a process outside test/cluster may still
+	// bind one first and make the component exit (etcd: "bind: address already in use"): such a
+	// cluster is created anew, with other ports. Any other failure ends the start.
 	for attempt := 1; ; attempt++ {
 		err := c.kwok.create(ctx)
 		if err == nil {
@@ -254,7 +250,6 @@ func (c *Cluster) Stop() error {
 	for _, stop := range stops {
 		stop()
 	}
-	c.releasePorts("")
 	if !c.managed {
 		return nil
 	}
@@ -280,7 +275,7 @@ func Down(ctx context.Context, name, binDir string) error {
 			return fmt.Errorf("%w: kwokctl not found in %q", ErrMissingBinaries, binDir)
 		}
 	}
-	return kwokctl{name: name, binDir: binDir}.delete(ctx)
+	return (&kwokctl{name: name, binDir: binDir}).delete(ctx)
 }
 
 func (c *Cluster) logf(format string, args ...any) {

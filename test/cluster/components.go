@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -105,9 +104,6 @@ func (c *Cluster) StopComponent(ctx context.Context, name string) error {
 	if err != nil {
 		return nil // not running
 	}
-	if err := c.holdPorts(ctx, name); err != nil {
-		return err
-	}
 	if processAlive(pid) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
 			return fmt.Errorf("stopping %s: %w", name, err)
@@ -133,11 +129,8 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 	}
 	pidFile := p.file("pids", ".pid")
 	if pid, err := readPid(pidFile); err == nil && processAlive(pid) {
-		c.releasePorts(name)
 		return nil
 	}
-	// The component has its port again once it runs (and, for kube-apiserver, serves).
-	defer c.releasePorts(name)
 	logFile, err := os.OpenFile(p.file("logs", ".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -171,77 +164,6 @@ func readPid(path string) (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(data)))
-}
-
-// holdPorts takes the machine-wide lock that kwokctl creates take (kwokctl.create) for as long as
-// component name is stopped. kwokctl picks a new cluster's ports by trying which are free: a
-// stopped component's port is free, and a cluster created then (tiers run side by side) takes it,
-// so that one of the two cannot bind it (seen as etcd's "address already in use" and as a
-// kube-apiserver answering with another cluster's CA). Held until StartComponent or Stop. One
-// lock serves every stopped component of the process (a flock taken twice by one process would
-// wait on itself).
-func (c *Cluster) holdPorts(ctx context.Context, name string) error {
-	c.mu.Lock()
-	held := c.portsHeld[name]
-	c.mu.Unlock()
-	if held {
-		return nil
-	}
-	if err := stoppedPorts.acquire(ctx); err != nil {
-		return fmt.Errorf("stopping %s: %w", name, err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.portsHeld == nil {
-		c.portsHeld = map[string]bool{}
-	}
-	c.portsHeld[name] = true
-	return nil
-}
-
-// releasePorts releases what holdPorts took for component name ("": every component).
-func (c *Cluster) releasePorts(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for n := range c.portsHeld {
-		if name == "" || n == name {
-			stoppedPorts.release()
-			delete(c.portsHeld, n)
-		}
-	}
-}
-
-// stoppedPorts is the process's hold on the create lock while any of its components is stopped.
-var stoppedPorts portHold
-
-type portHold struct {
-	mu     sync.Mutex
-	n      int
-	unlock func()
-}
-
-func (h *portHold) acquire(ctx context.Context) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.n == 0 {
-		unlock, err := lockFile(ctx, createLockPath())
-		if err != nil {
-			return err
-		}
-		h.unlock = unlock
-	}
-	h.n++
-	return nil
-}
-
-func (h *portHold) release() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.n--
-	if h.n == 0 {
-		h.unlock()
-		h.unlock = nil
-	}
 }
 
 // maxCreateAttempts is how many times Start creates a cluster whose component lost its port.

@@ -34,6 +34,9 @@ func TestKwokctlTemplate(t *testing.T) {
 	vars["BIN_DIR"] = `/bin dir/with "quotes"`
 	vars["KUBECTL"] = "/shim/kubectl"
 	vars["NODE_HEARTBEAT_STAGE"] = "/stage.yaml"
+	for name, port := range (&portBlock{base: 30000}).vars() {
+		vars[name] = port
+	}
 	out, err := render(string(tmpl), vars)
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +66,18 @@ func TestKwokctlTemplate(t *testing.T) {
 	}
 	if got := conf.Options["etcdBinary"]; got != `/bin dir/with "quotes"/etcd` {
 		t.Errorf("etcdBinary = %q", got)
+	}
+	// Every port kwokctl would otherwise choose itself comes from the cluster's block.
+	ports := map[float64]string{}
+	for _, k := range []string{"kubeApiserverPort", "etcdPort", "etcdPeerPort", "kubeControllerManagerPort", "kubeSchedulerPort", "kwokControllerPort"} {
+		p, _ := conf.Options[k].(float64)
+		if p < 30000 || p >= 30000+portBlockSize {
+			t.Errorf("options.%s = %v: want a port of the block [30000, %d)", k, conf.Options[k], 30000+portBlockSize)
+		}
+		if other, dup := ports[p]; dup {
+			t.Errorf("options.%s and options.%s share port %v", k, other, p)
+		}
+		ports[p] = k
 	}
 
 	if _, err := render("a: ${NOPE}", vars); err == nil {

@@ -69,6 +69,7 @@ type kwokctl struct {
 	name          string
 	binDir        string
 	apiServerArgs map[string]string // Options.APIServerArgs
+	ports         *portBlock        // claimed by create, given up by delete
 }
 
 func (k kwokctl) bin() string { return filepath.Join(k.binDir, "kwokctl") }
@@ -115,10 +116,16 @@ func (k kwokctl) exists() bool {
 	return err == nil
 }
 
-// create renders the configuration and runs `kwokctl create cluster`. For a cluster that exists but
-// is not running kwokctl starts its components again. kwokctl hands out ports by probing from 32767
-// down, so creations are serialized across processes with a lock file.
-func (k kwokctl) create(ctx context.Context) error {
+// create claims the cluster's ports (claimPorts), renders the configuration and runs `kwokctl create
+// cluster`. For a cluster that exists but is not running kwokctl starts its components again.
+func (k *kwokctl) create(ctx context.Context) error {
+	if k.ports == nil {
+		ports, err := claimPorts(ctx, k.name, k.exists())
+		if err != nil {
+			return err
+		}
+		k.ports = ports
+	}
 	if err := k.prepare(); err != nil {
 		return err
 	}
@@ -133,15 +140,19 @@ func (k kwokctl) create(ctx context.Context) error {
 		"--timeout=5m")
 }
 
-// delete runs `kwokctl delete cluster` (nothing happens for a cluster that does not exist) and
-// removes test/cluster's own files for it.
-func (k kwokctl) delete(ctx context.Context) error {
+// delete runs `kwokctl delete cluster` (nothing happens for a cluster that does not exist), removes
+// test/cluster's own files for it and, once no component is left, gives its ports up.
+func (k *kwokctl) delete(ctx context.Context) error {
 	err := k.run(ctx, "delete", "cluster", "--kubeconfig="+noKubeconfig())
 	if err == nil {
 		err = killLeftovers(ctx, kwokClusterDir(k.name)+string(filepath.Separator))
 	}
 	if err == nil {
 		err = os.RemoveAll(ownDir(k.name))
+	}
+	if err == nil {
+		k.ports.release()
+		k.ports = nil
 	}
 	return err
 }
@@ -169,9 +180,9 @@ func killLeftovers(ctx context.Context, dir string) error {
 	}
 }
 
-// prepare writes the cluster's own files: the rendered kwokctl.yaml, node-heartbeat.yaml and the
+// prepare writes the cluster's own files (its ports claimed): the rendered kwokctl.yaml, node-heartbeat.yaml and the
 // kubectl stand-in (a link to the running executable, see kubectl.go).
-func (k kwokctl) prepare() error {
+func (k *kwokctl) prepare() error {
 	root, err := testbin.RepoRoot()
 	if err != nil {
 		return fmt.Errorf("finding the olmguard checkout (hack/kwok): %w", err)
@@ -200,6 +211,9 @@ func (k kwokctl) prepare() error {
 	vars, err := readVersions(filepath.Join(root, "hack", "versions.env"))
 	if err != nil {
 		return err
+	}
+	for name, port := range k.ports.vars() {
+		vars[name] = port
 	}
 	vars["BIN_DIR"] = k.binDir
 	vars["KUBECTL"] = shim
@@ -264,36 +278,9 @@ func readVersions(path string) (map[string]string, error) {
 	return vars, sc.Err()
 }
 
-// createLockPath is the flock every kwokctl create of the machine takes, and a stopped component
-// holds (holdPorts).
+// createLockPath is the flock every kwokctl create of the machine takes: one create at a time in
+// the shared work directory.
 func createLockPath() string { return filepath.Join(WorkDir(), ".create.lock") }
-
-// lockFile takes an exclusive flock, waiting until ctx is done.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			_ = f.Close()
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("waiting for %s: %w", path, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
 
 // startWatchdog starts a detached shell that deletes the cluster once process pid is gone, so that
 // a test binary killed by a timeout, a panic in a test or a signal leaves nothing running. The

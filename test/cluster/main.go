@@ -185,7 +185,7 @@ func reapStale(ctx context.Context, binDir string) {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "[cluster] deleting stale cluster %s (process %d is gone)\n", name, pid)
-		if err := (kwokctl{name: name, binDir: binDir}).delete(ctx); err != nil {
+		if err := (&kwokctl{name: name, binDir: binDir}).delete(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "[cluster] %v\n", err)
 		}
 	}

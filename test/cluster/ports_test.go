@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // Start creates a cluster anew only when a component lost its port to another process: that is
@@ -44,39 +46,77 @@ func TestPortTaken(t *testing.T) {
 	}
 }
 
-// A stopped component holds kwokctl's create lock until the last stopped component of the process
-// starts again: a create meanwhile waits instead of taking the stopped component's port.
-func TestStoppedComponentsHoldTheCreateLock(t *testing.T) {
+// A cluster's ports are its own until its delete: a cluster created beside it never gets one, even
+// while nothing listens on them (a stopped or starting component), nor a port someone listens on or
+// a left-running cluster's saved configuration names.
+func TestPortBlocks(t *testing.T) {
 	t.Setenv("OLMGUARD_CACHE", t.TempDir())
 	ctx := context.Background()
-	lock := createLockPath()
-	free := func() bool {
-		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		defer cancel()
-		unlock, err := lockFile(tctx, lock)
+	claim := func(name string) *portBlock {
+		t.Helper()
+		b, err := claimPorts(ctx, name, false)
 		if err != nil {
-			return false
+			t.Fatal(err)
 		}
-		unlock()
-		return true
+		return b
 	}
-	c := &Cluster{Name: "held", managed: true}
-	if err := c.holdPorts(ctx, KubeAPIServer); err != nil {
+	a := claim("a")
+	for p := a.base; p < a.base+portBlockSize; p++ {
+		if !portFree(p) {
+			t.Skipf("port %d is in use on this machine", p)
+		}
+	}
+	b := claim("b")
+	if b.base > a.base-portBlockSize {
+		t.Fatalf("cluster b got block %d, overlapping a's %d (nothing listens on a's ports)", b.base, a.base)
+	}
+	a.release()
+	again := claim("c")
+	if again.base != a.base {
+		t.Fatalf("a released block %d, the next claim got %d", a.base, again.base)
+	}
+	again.release()
+
+	// Someone listens on a port of the free block: it is skipped.
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(a.base+3)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.holdPorts(ctx, KubeControllerManager); err != nil {
-		t.Fatal(err) // a second stopped component must not wait on the process's own lock
+	if d := claim("d"); d.base == a.base {
+		t.Fatalf("block %d handed out while port %d is in use", d.base, a.base+3)
+	} else {
+		d.release()
 	}
-	if free() {
-		t.Fatal("a create could take the lock while two components are stopped")
+	_ = l.Close()
+
+	// A cluster left running by a process that ended names a port of it in its saved configuration.
+	saved := filepath.Join(kwokClusterDir("left-running"), "kwok.yaml")
+	if err := os.MkdirAll(filepath.Dir(saved), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	c.releasePorts(KubeAPIServer)
-	if free() {
-		t.Fatal("a create could take the lock while one component is still stopped")
+	conf := fmt.Sprintf("options:\n  kubeApiserverPort: %d\ncomponents:\n- args:\n  - --listen-client-urls=http://127.0.0.1:%d\n", a.base+1, a.base+7)
+	if err := os.WriteFile(saved, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	c.releasePorts("")
-	if !free() {
-		t.Fatal("the lock stayed held after every component started again")
+	if named := portsInSavedConfigs(); !named[a.base+1] || !named[a.base+7] {
+		t.Fatalf("ports named by %s: %v", conf, named)
+	}
+	e := claim("e")
+	if e.base == a.base {
+		t.Fatalf("block %d handed out while a saved configuration names its ports", e.base)
+	}
+
+	// Starting a cluster that exists claims the block it recorded.
+	e.release()
+	restarted, err := claimPorts(ctx, "e", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restarted.base != e.base {
+		t.Fatalf("cluster e restarted with block %d, recorded %d", restarted.base, e.base)
+	}
+	if _, err := claimPorts(ctx, "never-created", true); err == nil {
+		t.Fatal("a cluster that recorded no block was given one")
 	}
 }
 
