@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/metrics"
@@ -31,6 +33,10 @@ type Subscriptions interface {
 	// CREATE or an ownerReference check needs. An error wrapping ErrCapped means the namespace
 	// holds more than one lookup considers.
 	List(ctx context.Context, namespace string, metadataOnly bool) ([]v1alpha1.Subscription, error)
+	// Live returns the UIDs of the named Subscriptions that exist and are not being deleted,
+	// reading those names only: an ownerReference check costs what the object names, not what
+	// the namespace holds. More names than a lookup reads one by one wrap ErrCapped.
+	Live(ctx context.Context, namespace string, names []string) (map[string]types.UID, error)
 }
 
 // Bounds of one Subscription lookup. A tenant who may create Subscriptions decides their size (a
@@ -224,6 +230,34 @@ func (l LiveSubscriptions) listThroughCache(ctx context.Context, namespace strin
 		}
 	}
 	return nil
+}
+
+// Live reads the metadata of each named Subscription with a consistent GET, at most MaxGets of
+// them (DefaultMaxSubscriptionGets when zero).
+func (l LiveSubscriptions) Live(ctx context.Context, namespace string, names []string) (map[string]types.UID, error) {
+	if maxGets := orDefaultInt(l.MaxGets, DefaultMaxSubscriptionGets); len(names) > maxGets {
+		return nil, fmt.Errorf("%w: %d Subscriptions named, more than the %d read one by one", ErrCapped, len(names), maxGets)
+	}
+	ctx, cancel := context.WithTimeout(ctx, orDefault(l.Timeout))
+	defer cancel()
+	live := map[string]types.UID{}
+	for _, name := range names {
+		if len(validation.IsDNS1123Subdomain(name)) > 0 {
+			continue // no Subscription has it: never sent to the apiserver
+		}
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(olm.SubscriptionKind))
+		err := l.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, m)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("reading Subscription %s/%s: %w", namespace, name, err)
+		case m.DeletionTimestamp == nil:
+			live[name] = m.UID
+		}
+	}
+	metrics.SubscriptionReads.WithLabelValues(l.Webhook, ReadConsistent).Inc()
+	return live, nil
 }
 
 // getTrimmed reads one whole Subscription, holding a page slot, and returns its trimmed view.

@@ -2,12 +2,15 @@ package admit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -68,5 +71,39 @@ func TestLiveSubscriptionsReadOptions(t *testing.T) {
 		if m, ok := r.list.(*metav1.PartialObjectMetadataList); ok && m.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("SubscriptionList") {
 			t.Errorf("metadata list of %v, want Subscriptions", m.GroupVersionKind())
 		}
+	}
+}
+
+// Live reads each named Subscription's metadata by name: one that is missing or being deleted is
+// not live, a name no Subscription can have is never sent, and more names than MaxGets are capped.
+func TestLiveSubscriptionsByName(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	deleting := metav1.Now()
+	r := &getRecorder{Reader: fake.NewClientBuilder().WithScheme(s).WithObjects(
+		&v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "uid-a"}},
+		&v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone", UID: "uid-gone", DeletionTimestamp: &deleting, Finalizers: []string{"x"}}},
+		&v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "b", UID: "uid-b"}},
+	).Build()}
+	l := LiveSubscriptions{Reader: r, MaxGets: 4}
+	live, err := l.Live(context.Background(), "ns", []string{"a", "gone", "b", "../x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live) != 1 || live["a"] != "uid-a" {
+		t.Errorf("live = %v, want only a", live)
+	}
+	if len(r.keys) != 3 {
+		t.Errorf("read %v, want a, gone and b of ns (never ../x)", r.keys)
+	}
+	for _, k := range r.keys {
+		if k.Namespace != "ns" {
+			t.Errorf("read %v outside the asked namespace", k)
+		}
+	}
+	if _, err := l.Live(context.Background(), "ns", []string{"a", "b", "c", "d", "e"}); !errors.Is(err, ErrCapped) {
+		t.Errorf("five names with MaxGets 4: %v, want ErrCapped", err)
 	}
 }

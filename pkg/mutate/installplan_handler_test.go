@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/olmguard/olmguard/pkg/metrics"
@@ -39,6 +41,17 @@ func (f fakeSubs) List(_ context.Context, ns string, metadataOnly bool) ([]v1alp
 		}
 	}
 	return out, f.err
+}
+
+// Live serves the names among the views that are not being deleted.
+func (f fakeSubs) Live(_ context.Context, _ string, names []string) (map[string]types.UID, error) {
+	live := map[string]types.UID{}
+	for _, s := range f.subs {
+		if !s.Deleting && slices.Contains(names, s.Name) {
+			live[s.Name] = s.UID
+		}
+	}
+	return live, f.err
 }
 
 // A failed lookup admits the plan unchanged, with a warning, and is counted.

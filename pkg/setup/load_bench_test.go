@@ -51,9 +51,9 @@ const noLookupNamespace = "load-no-lookup"
 // memoSubscriptions lists a namespace's whole Subscriptions live once (so it can answer a CREATE's
 // question and an UPDATE's), then answers from memory.
 type memoSubscriptions struct {
-	live admit.Subscriptions
-	mu   sync.Mutex
-	seen map[string][]v1alpha1.Subscription
+	admit.Subscriptions // Live: not memoized
+	mu                  sync.Mutex
+	seen                map[string][]v1alpha1.Subscription
 }
 
 func (m *memoSubscriptions) List(ctx context.Context, ns string, _ bool) ([]v1alpha1.Subscription, error) {
@@ -62,7 +62,7 @@ func (m *memoSubscriptions) List(ctx context.Context, ns string, _ bool) ([]v1al
 	if subs, ok := m.seen[ns]; ok {
 		return subs, nil
 	}
-	subs, err := m.live.List(ctx, ns, false)
+	subs, err := m.Subscriptions.List(ctx, ns, false)
 	if err == nil {
 		m.seen[ns] = subs
 	}
@@ -76,7 +76,7 @@ func withoutLookupIn(ns string, production admit.HandlerFactory) admit.HandlerFa
 		if err != nil {
 			return nil, err
 		}
-		memo := &mutate.InstallPlanHandler{Subscriptions: &memoSubscriptions{live: admit.LiveSubscriptions{Reader: mgr.GetAPIReader()}, seen: map[string][]v1alpha1.Subscription{}}}
+		memo := &mutate.InstallPlanHandler{Subscriptions: &memoSubscriptions{Subscriptions: admit.LiveSubscriptions{Reader: mgr.GetAPIReader()}, seen: map[string][]v1alpha1.Subscription{}}}
 		return byNamespace{ns: memo, "": d}, nil
 	}
 }

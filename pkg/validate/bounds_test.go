@@ -60,10 +60,10 @@ func manySubscriptions(n int) []client.Object {
 }
 
 // Enforced policies with many Subscriptions in the namespace. Up to the lookup's cap (1,000) the
-// policies decide (a duplicate package is denied, a dropped live owner denied). Past it the lookup
-// stops: the request is allowed unchanged with a warning, and counted in
-// olmguard_webhook_reads_capped_total{webhook} (and in the lookup errors), so a namespace of
-// objects a tenant created can cost the webhook no more than the cap.
+// duplicate-package policy decides; past it the lookup stops: the request is allowed unchanged
+// with a warning, and counted in olmguard_webhook_reads_capped_total{webhook} (and in the lookup
+// errors), so a namespace of objects a tenant created can cost the webhook no more than the cap.
+// The owner-drop policy reads only the Subscriptions the plan named, and decides at any count.
 //
 // Fails before the fix: every Subscription was read and kept, whatever their number: with 1,001
 // the duplicate was still denied after reading them all, and no cap was counted.
@@ -71,28 +71,25 @@ func TestEnforcedPoliciesAtTheLookupCap(t *testing.T) {
 	p := DefaultPolicies()
 	p.DuplicatePackage, p.InstallPlanOwnerDrop = Enforce, Enforce
 	dup := sub("dup", "pkg-0", v1alpha1.ApprovalAutomatic)
-	ref0 := metav1.OwnerReference{APIVersion: "operators.coreos.com/v1alpha1", Kind: "Subscription", Name: "sub-0", UID: types.UID("uid-sub-0")}
-	dropsSub0 := request(t, "InstallPlan", admissionv1.Update,
-		map[string]any{"metadata": map[string]any{"name": "install-1", "namespace": "ns"}},
-		map[string]any{"metadata": map[string]any{"name": "install-1", "namespace": "ns", "ownerReferences": []metav1.OwnerReference{ref0}}})
 	for _, tc := range []struct {
 		subs   int
 		capped bool
 	}{{200, false}, {1001, true}} {
-		reader := fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(manySubscriptions(tc.subs)...).Build()
+		reader := &countingReader{Reader: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(manySubscriptions(tc.subs)...).Build()}
 		subs := admit.LiveSubscriptions{Reader: reader}
 		for _, h := range []struct {
 			webhook string
 			h       admission.Handler
 			req     admission.Request
+			capped  bool
 		}{
-			{SubscriptionsWebhook, served(&SubscriptionHandler{Subscriptions: subs, Policies: p}), request(t, "Subscription", admissionv1.Create, dup, nil)},
-			{InstallPlansWebhook, served(&InstallPlanHandler{Subscriptions: subs, Policies: p}), dropsSub0},
+			{SubscriptionsWebhook, served(&SubscriptionHandler{Subscriptions: subs, Policies: p}), request(t, "Subscription", admissionv1.Create, dup, nil), tc.capped},
+			{InstallPlansWebhook, served(&InstallPlanHandler{Subscriptions: subs, Policies: p}), dropsSub0(t), false},
 		} {
 			before := cappedCount(t, h.webhook)
 			r := h.h.Handle(context.Background(), h.req)
 			counted := cappedCount(t, h.webhook) - before
-			if !tc.capped {
+			if !h.capped {
 				if r.Allowed || counted != 0 {
 					t.Errorf("%s with %d Subscriptions: allowed=%v, %v capped reads counted; want denied by the enforced policy, none counted", h.webhook, tc.subs, r.Allowed, counted)
 				}
@@ -103,4 +100,47 @@ func TestEnforcedPoliciesAtTheLookupCap(t *testing.T) {
 			}
 		}
 	}
+}
+
+// dropsSub0 is an InstallPlan update that drops Subscription sub-0's ownerReference.
+func dropsSub0(t *testing.T) admission.Request {
+	ref0 := metav1.OwnerReference{APIVersion: "operators.coreos.com/v1alpha1", Kind: "Subscription", Name: "sub-0", UID: types.UID("uid-sub-0")}
+	return request(t, "InstallPlan", admissionv1.Update,
+		map[string]any{"metadata": map[string]any{"name": "install-1", "namespace": "ns"}},
+		map[string]any{"metadata": map[string]any{"name": "install-1", "namespace": "ns", "ownerReferences": []metav1.OwnerReference{ref0}}})
+}
+
+// The owner-drop policy reads the dropped Subscription by name and lists nothing: what it costs
+// does not grow with the Subscriptions a tenant creates in the namespace (the hostile tier's
+// flood of 200 Subscriptions of 900 KB each made a list outlast the lookup, and the policy fail
+// open).
+//
+// Fails before the fix: the handler listed the namespace's Subscriptions (1 list, no get).
+func TestOwnerDropReadsOnlyTheNamedSubscriptions(t *testing.T) {
+	p := DefaultPolicies()
+	p.InstallPlanOwnerDrop = Enforce
+	reader := &countingReader{Reader: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(manySubscriptions(300)...).Build()}
+	h := served(&InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: reader}, Policies: p})
+	if r := h.Handle(context.Background(), dropsSub0(t)); r.Allowed {
+		t.Errorf("dropping live sub-0 was allowed: %+v", r)
+	}
+	if reader.lists != 0 || reader.gets != 1 {
+		t.Errorf("the owner check made %d lists and %d gets; want no list and one get", reader.lists, reader.gets)
+	}
+}
+
+// countingReader counts the reads it passes on.
+type countingReader struct {
+	client.Reader
+	lists, gets int
+}
+
+func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	r.lists++
+	return r.Reader.List(ctx, list, opts...)
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets++
+	return r.Reader.Get(ctx, key, obj, opts...)
 }

@@ -269,33 +269,38 @@ func (h *InstallPlanHandler) decide(ctx context.Context, r admit.Request[*review
 	if !drops && !approves {
 		return admission.Allowed(""), nil
 	}
-	// The approval guard reads the Subscriptions' spec and status; the owner check only names.
-	subs, err := h.Subscriptions.List(ctx, obj.Namespace, !approves)
-	if err != nil {
-		return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "policies not checked", err), nil
-	}
 	var violations []Violation
 	if drops {
-		live := map[string]types.UID{}
-		for _, s := range subs {
-			if s.DeletionTimestamp == nil {
-				live[s.Name] = s.UID
-			}
+		// The owner check reads the dropped Subscriptions by name: its cost is what the plan
+		// names, not how many Subscriptions a tenant put in the namespace.
+		live, err := h.Subscriptions.Live(ctx, obj.Namespace, droppedSubscriptionNames(old.OwnerReferences, obj.OwnerReferences))
+		if err != nil {
+			return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "policies not checked", err), nil
 		}
 		violations = InstallPlanPolicies(h.Policies, obj.Name, old.OwnerReferences, obj.OwnerReferences, live)
 	}
 	if approves {
+		// The approval guard reads the namespace's Subscriptions' spec and status.
+		subs, err := h.Subscriptions.List(ctx, obj.Namespace, false)
+		if err != nil {
+			return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "policies not checked", err), nil
+		}
 		violations = append(violations, ApprovalPolicies(h.Policies, Approval{Plan: obj.Name, Owners: obj.OwnerReferences, CSVs: spec.CSVs, Generation: spec.Generation}, subs)...)
 	}
 	return Respond(ctx, violations), nil
 }
 
-// dropsSubscriptionRef is the cheap pre-check that spares the lookup on most updates: it treats
-// every Subscription the old object referenced as live.
-func dropsSubscriptionRef(oldRefs, newRefs []metav1.OwnerReference) bool {
+// droppedSubscriptionNames names the Subscriptions whose ownerReference the update drops, as if
+// every one were live.
+func droppedSubscriptionNames(oldRefs, newRefs []metav1.OwnerReference) []string {
 	all := map[string]types.UID{}
 	for _, r := range oldRefs {
 		all[r.Name] = r.UID
 	}
-	return len(owners.DroppedOwners(oldRefs, newRefs, all)) > 0
+	return owners.DroppedOwners(oldRefs, newRefs, all)
+}
+
+// dropsSubscriptionRef is the cheap pre-check that spares the lookup on most updates.
+func dropsSubscriptionRef(oldRefs, newRefs []metav1.OwnerReference) bool {
+	return len(droppedSubscriptionNames(oldRefs, newRefs)) > 0
 }

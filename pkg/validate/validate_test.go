@@ -202,6 +202,10 @@ func (erroringReader) List(context.Context, client.ObjectList, ...client.ListOpt
 	return context.DeadlineExceeded
 }
 
+func (erroringReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return context.DeadlineExceeded
+}
+
 func TestInstallPlanHandler(t *testing.T) {
 	a, b := sub("a", "etcd", ""), sub("b", "redis", "")
 	h := served(&InstallPlanHandler{Subscriptions: admit.LiveSubscriptions{Reader: fake.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&a, &b).Build()}, Policies: DefaultPolicies()})

@@ -31,14 +31,14 @@ import (
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// timedLookup records how long each lookup takes.
+// timedLookup records how long each List takes.
 type timedLookup struct {
-	inner admit.Subscriptions
-	rec   *latency.Recorder
+	admit.Subscriptions
+	rec *latency.Recorder
 }
 
 func (l timedLookup) List(ctx context.Context, ns string, metadataOnly bool) (subs []v1alpha1.Subscription, err error) {
-	l.rec.Time(func() { subs, err = l.inner.List(ctx, ns, metadataOnly) })
+	l.rec.Time(func() { subs, err = l.Subscriptions.List(ctx, ns, metadataOnly) })
 	return subs, err
 }
 

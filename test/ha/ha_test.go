@@ -101,6 +101,13 @@ func (s *switchableLookup) List(ctx context.Context, ns string, metadataOnly boo
 	return l.List(ctx, ns, metadataOnly)
 }
 
+func (s *switchableLookup) Live(ctx context.Context, ns string, names []string) (map[string]types.UID, error) {
+	s.mu.Lock()
+	l := s.current
+	s.mu.Unlock()
+	return l.Live(ctx, ns, names)
+}
+
 // liveSubscriptions reads through reader with a lookup that may wait as long as a held link
 // lasts, so a slow machine never turns into a failed-open admission.
 func liveSubscriptions(reader client.Reader, watchCache bool) admit.LiveSubscriptions {
