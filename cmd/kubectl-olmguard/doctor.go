@@ -16,10 +16,11 @@ import (
 var outputs = map[string]func(io.Writer, *doctor.Report) error{
 	"table": doctor.WriteTable,
 	"json":  doctor.WriteJSON,
+	"yaml":  doctor.WriteYAML,
 }
 
 // outputNames are doctor's -o values in the order help and completion list them.
-var outputNames = []string{"table", "json"}
+var outputNames = []string{"table", "json", "yaml"}
 
 const doctorLong = `doctor audits the cluster for the OLM failures olmguard fixes (F1–F5) and those it reports
 (OLM: orphan CSVs, stuck installs, failed unpacks, OperatorGroups, catalogs, packageserver), and
@@ -54,7 +55,7 @@ func newDoctor(cf *genericclioptions.ConfigFlags, s streams) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			write, ok := outputs[output]
 			if !ok {
-				return fmt.Errorf("--output %q: must be table or json", output)
+				return fmt.Errorf("--output %q: must be table, json or yaml", output)
 			}
 			if o.StuckAfter < 0 || o.Recheck < 0 || o.PendingAfter < 0 {
 				return errors.New("--stuck-after, --pending-after and --recheck must not be negative")
@@ -91,7 +92,7 @@ func newDoctor(cf *genericclioptions.ConfigFlags, s streams) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&all, "all-namespaces", "A", false, "audit every namespace (default: -n, else the current context's namespace)")
-	f.StringVarP(&output, "output", "o", output, "output format: table or json")
+	f.StringVarP(&output, "output", "o", output, "output format: table, json or yaml")
 	f.DurationVar(&o.StuckAfter, "stuck-after", o.StuckAfter, "how long a CSV or catalog pod may be terminating before it is stuck")
 	f.DurationVar(&o.PendingAfter, "pending-after", o.PendingAfter, "how long a CSV may stay Pending/Installing, or a catalog not READY, before it is reported")
 	f.DurationVar(&o.Recheck, "recheck", o.Recheck, "wait before confirming a Subscription out of step with its plan")

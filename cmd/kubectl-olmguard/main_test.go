@@ -69,7 +69,7 @@ func TestUsageErrors(t *testing.T) {
 	})
 	clitest.BadFlags(t, run2(run), "kubectl olmguard doctor", []clitest.BadFlag{
 		{Args: []string{"doctor", "--no-such-flag"}, Want: "unknown flag: --no-such-flag"},
-		{Args: []string{"doctor", "-o", "xml"}, Want: `--output "xml": must be table or json`},
+		{Args: []string{"doctor", "-o", "xml"}, Want: `--output "xml": must be table, json or yaml`},
 		{Args: []string{"doctor", "--stuck-after=-1s"}, Want: "must not be negative"},
 		{Args: []string{"doctor", "--copied-csvs-above=-1"}, Want: "must not be negative"},
 		{Args: []string{"doctor", "extra"}, Want: `unknown command "extra"`},
