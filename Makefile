@@ -16,8 +16,11 @@ COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.1.0-dev.$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
 LDFLAGS := -X github.com/olmguard/olmguard/internal/version.version=$(VERSION) -X github.com/olmguard/olmguard/internal/version.commit=$(COMMIT)
 
+# bin/kubectl_complete-olmguard: kubectl's completion of `kubectl olmguard ...` (kubectl v1.26+)
+# runs it; the plugin answers by the name it was started as.
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+	ln -sf kubectl-olmguard bin/kubectl_complete-olmguard
 
 ## dist: the release artifacts in dist/: the binaries for linux and darwin on amd64 and arm64
 ## stamped with VERSION and COMMIT, the kubectl plugin's archives and krew manifest

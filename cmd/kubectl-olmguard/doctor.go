@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -98,8 +99,14 @@ func newDoctor(cf *genericclioptions.ConfigFlags, s streams) *cobra.Command {
 	f.DurationVar(&o.Recheck, "recheck", o.Recheck, "wait before confirming a Subscription out of step with its plan")
 	f.BoolVar(&includeCopies, "include-copied-csvs", false, "also read CSVs labelled olm.copiedFrom, OLM's copies of an AllNamespaces operator's CSV (left out by default, as OLM's own informers leave them out)")
 	f.IntVar(&o.CopiedCSVsAbove, "copied-csvs-above", o.CopiedCSVsAbove, "report OLM's copies of operators installed for all namespaces when they are more than this many, counted from the originals and the namespaces (0 leaves the check out; whole-cluster audits only)")
-	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return outputNames, cobra.ShellCompDirectiveNoFileComp
+	_ = cmd.RegisterFlagCompletionFunc("output", func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		var names []string
+		for _, n := range outputNames {
+			if strings.HasPrefix(n, prefix) {
+				names = append(names, n)
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
 	})
 	return cmd
 }

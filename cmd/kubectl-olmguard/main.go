@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/internal/kubeapi"
@@ -129,8 +132,33 @@ func newRoot(s streams) *cobra.Command {
 	root.SetOut(s.out)
 	root.SetErr(s.err)
 	cf.AddFlags(root.PersistentFlags())
+	completeKubeconfigNames(root, cf)
 	root.AddCommand(newDoctor(cf, s), newUninstall(cf, s), newVersion(s))
 	return root
+}
+
+// completeKubeconfigNames completes --context, --cluster and --user with the names of the
+// kubeconfig (as --kubeconfig and $KUBECONFIG say).
+func completeKubeconfigNames(root *cobra.Command, cf *genericclioptions.ConfigFlags) {
+	for flag, names := range map[string]func(*clientcmdapi.Config) []string{
+		"context": func(c *clientcmdapi.Config) []string { return slices.Sorted(maps.Keys(c.Contexts)) },
+		"cluster": func(c *clientcmdapi.Config) []string { return slices.Sorted(maps.Keys(c.Clusters)) },
+		"user":    func(c *clientcmdapi.Config) []string { return slices.Sorted(maps.Keys(c.AuthInfos)) },
+	} {
+		_ = root.RegisterFlagCompletionFunc(flag, func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+			raw, err := cf.ToRawKubeConfigLoader().RawConfig()
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveError
+			}
+			var out []string
+			for _, n := range names(&raw) {
+				if strings.HasPrefix(n, prefix) {
+					out = append(out, n)
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		})
+	}
 }
 
 func newVersion(s streams) *cobra.Command {

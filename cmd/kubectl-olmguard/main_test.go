@@ -167,3 +167,48 @@ func TestCompletionArgs(t *testing.T) {
 		}
 	}
 }
+
+// `completion bash|zsh|fish` prints each shell's script for kubectl-olmguard.
+func TestCompletionScripts(t *testing.T) {
+	for shell, want := range map[string]string{
+		"bash": "complete -o default -F __start_kubectl-olmguard kubectl-olmguard",
+		"zsh":  "#compdef kubectl-olmguard",
+		"fish": "complete -c kubectl-olmguard",
+	} {
+		code, out, errOut := runFor("completion", shell)
+		if code != 0 || errOut != "" || !strings.Contains(out, want) || !strings.Contains(out, "__complete") {
+			t.Errorf("completion %s: exit %d, stderr %q, script without %q:\n%.300s", shell, code, errOut, want, out)
+		}
+	}
+}
+
+// __complete (what kubectl_complete-olmguard answers) lists the commands, doctor's -o values and
+// the kubeconfig's contexts.
+func TestComplete(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\ncontexts:\n- name: prod\n  context: {cluster: c}\n- name: staging\n  context: {cluster: c}\n- name: other\n  context: {cluster: c}\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{""}, []string{"completion", "doctor", "help", "uninstall", "version"}},
+		{[]string{"do"}, []string{"doctor"}},
+		{[]string{"doctor", "-o", ""}, []string{"table", "json", "yaml"}},
+		{[]string{"doctor", "--output", "y"}, []string{"yaml"}},
+		{[]string{"--kubeconfig", kubeconfig, "--context", ""}, []string{"other", "prod", "staging"}},
+		{[]string{"--kubeconfig", kubeconfig, "doctor", "--context", "s"}, []string{"staging"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, _ := runFor(append([]string{"__completeNoDesc"}, tc.args...)...)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if code != 0 || len(lines) == 0 || !strings.HasPrefix(lines[len(lines)-1], ":") {
+				t.Fatalf("exit %d, output %q", code, out)
+			}
+			if got := lines[:len(lines)-1]; strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("completions %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
