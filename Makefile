@@ -160,7 +160,7 @@ deploy:
 ## undeploy: free every CSV from olmguard's finalizer first (kubectl olmguard uninstall), then
 ## delete what deploy created.
 undeploy: build
-	bin/kubectl-olmguard uninstall
+	bin/kubectl-olmguard uninstall --yes
 	$(GO) run ./hack/manifests render -overlay $(OVERLAY) -image $(IMG) | kubectl delete --ignore-not-found -f -
 
 ## e2e-kind: for machines with Docker: a kind cluster with real OLM and cert-manager, olmguard

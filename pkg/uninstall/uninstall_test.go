@@ -58,7 +58,7 @@ func TestWaitStopped(t *testing.T) {
 			if tc.wantErr != "" {
 				timeout = 300 * time.Millisecond
 			}
-			err := WaitStopped(ctx, c, w, timeout, 10*time.Millisecond)
+			err := WaitStopped(ctx, c, "", w, timeout, 10*time.Millisecond)
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("WaitStopped: %v", err)
