@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -101,11 +102,9 @@ func runWith(args []string, s streams) int {
 	return 2
 }
 
-// stdinIsTerminal reports whether the standard input is a terminal (a character device).
-func stdinIsTerminal() bool {
-	fi, err := os.Stdin.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// stdinIsTerminal reports whether the standard input is a terminal (not /dev/null, which is a
+// character device too, nor a pipe).
+func stdinIsTerminal() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
 
 const rootLong = `kubectl olmguard audits a cluster running Operator Lifecycle Manager v0 for the failures
 olmguard fixes and those it reports (doctor), and removes olmguard without leaving anything
