@@ -22,8 +22,9 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 	ln -sf kubectl-olmguard bin/kubectl_complete-olmguard
 
-## dist: the release artifacts in dist/: the binaries for linux and darwin on amd64 and arm64
-## stamped with VERSION and COMMIT, the kubectl plugin's archives and krew manifest
+## dist: the release artifacts in dist/: the binaries for linux and darwin on amd64 and arm64 and
+## the kubectl plugin for windows/amd64 (kubectl-olmguard.exe), stamped with VERSION and COMMIT,
+## the kubectl plugin's archives and krew manifest
 ## (dist/krew/olmguard.yaml), the image archives for linux/amd64 and linux/arm64, the rendered
 ## manifests, the packaged Helm chart (dist/olmguard-<version without v>.tgz), and SHA256SUMS.
 ## PLATFORMS=linux/amd64 builds one platform only.
