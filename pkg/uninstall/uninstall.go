@@ -158,15 +158,12 @@ var webhookConfigurationKinds = []struct {
 // RemoveWebhookConfigurations deletes olmguard's webhook configurations (label
 // app.kubernetes.io/name=olmguard): the cluster then behaves as stock OLM.
 func RemoveWebhookConfigurations(ctx context.Context, c client.Client) error {
-	_, err := removeWebhookConfigurations(ctx, c, io.Discard)
-	return err
+	return removeWebhookConfigurations(ctx, c, io.Discard)
 }
 
-// removeWebhookConfigurations deletes each of olmguard's webhook configurations, saying so on out,
-// and returns how many it deleted.
-func removeWebhookConfigurations(ctx context.Context, c client.Client, out io.Writer) (int, error) {
+// removeWebhookConfigurations deletes each of olmguard's webhook configurations, saying so on out.
+func removeWebhookConfigurations(ctx context.Context, c client.Client, out io.Writer) error {
 	var errs []error
-	n := 0
 	for _, w := range webhookConfigurationKinds {
 		list := w.list()
 		if err := c.List(ctx, list, ours); err != nil {
@@ -180,12 +177,11 @@ func removeWebhookConfigurations(ctx context.Context, c client.Client, out io.Wr
 			case err != nil:
 				errs = append(errs, fmt.Errorf("deleting %s/%s: %w", w.resource, name, err))
 			default:
-				n++
 				fmt.Fprintf(out, "%s\n", Change{w.resource, "", name, "deleted"})
 			}
 		}
 	}
-	return n, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // finalized returns the CSVs of ns ("" every namespace) that hold olmguard's finalizer.
@@ -290,7 +286,7 @@ func RunWith(ctx context.Context, c client.Client, out io.Writer, o Options) err
 	if err := WaitStopped(ctx, c, o.OlmguardNamespace, out, stopTimeout(o), time.Second); err != nil {
 		return err
 	}
-	if _, err := removeWebhookConfigurations(ctx, c, out); err != nil {
+	if err := removeWebhookConfigurations(ctx, c, out); err != nil {
 		return err
 	}
 	n, err := ReleaseFinalizers(ctx, c, o.Namespace, out)
