@@ -9,14 +9,15 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/pkg/uninstall"
 )
 
 const uninstallLong = `uninstall removes olmguard's hooks into OLM so that removing olmguard leaves nothing stuck. In
 this order, printing each change as it makes it:
-  1. it scales olmguard's Deployments (label app.kubernetes.io/name=olmguard; of every
-     namespace, or of --olmguard-namespace) to zero and waits up to --stop-timeout until no pod
-     with that label is left there (a controller still stopping would add the finalizer back);
+  1. it scales olmguard's Deployments (label app.kubernetes.io/name=olmguard, in olmguard's
+     namespace) to zero and waits up to --stop-timeout until no pod with that label is left
+     there (a controller still stopping would add the finalizer back);
   2. it deletes olmguard's MutatingWebhookConfigurations and ValidatingWebhookConfigurations
      (same label);
   3. it removes the finalizer olmguard.io/cleanup from every CSV that holds it, or only from
@@ -25,9 +26,10 @@ OLM's own finalizers and objects are not touched, and uninstall deletes nothing 
 olmguard's namespace, RBAC and the rest afterwards (helm uninstall, or kubectl delete
 --ignore-not-found -k).
 
-Scope: -n NS limits step 3 to the CSVs of NS; steps 1 and 2 still stop olmguard everywhere (or
-in --olmguard-namespace), so that nothing adds the finalizer back. Without -n, every namespace:
-the current context's namespace is not used.
+olmguard's namespace: --olmguard-namespace, else the namespace of the Service its webhook
+configurations call, else (none left, or several) every namespace. -n NS limits step 3 to the
+CSVs of NS; steps 1 and 2 still stop olmguard, so that nothing adds the finalizer back. Without
+-n, every namespace: the current context's namespace is not used.
 
 --dry-run lists every change it would make now and changes nothing. Otherwise it lists them and
 asks for confirmation on a terminal; --yes skips the question. Without a terminal to ask on and
@@ -65,12 +67,25 @@ func newUninstall(cf *genericclioptions.ConfigFlags, s streams) *cobra.Command {
 				return failed(s.err, "uninstall", err, 2)
 			}
 			ctx := cmd.Context()
+			if o.OlmguardNamespace == "" {
+				if o.OlmguardNamespace, err = uninstall.ServedFrom(ctx, c); err != nil {
+					return failed(s.err, "uninstall", err, 2)
+				}
+			}
 			changes, err := uninstall.Survey(ctx, c, o)
 			if err != nil {
 				return failed(s.err, "uninstall", err, 2)
 			}
+			where := "every namespace (no webhook configuration names one)"
+			if o.OlmguardNamespace != "" {
+				where = "namespace " + printable.Line(o.OlmguardNamespace)
+			}
 			if dryRun {
-				fmt.Fprintln(s.out, "Dry run: nothing is changed. uninstall would make these changes, in this order:")
+				fmt.Fprintln(s.out, "Dry run: nothing is changed.")
+			}
+			fmt.Fprintf(s.out, "olmguard's Deployments and pods are looked for in %s.\n", where)
+			if dryRun {
+				fmt.Fprintln(s.out, "uninstall would make these changes, in this order:")
 			} else {
 				fmt.Fprintln(s.out, "uninstall will make these changes, in this order:")
 			}
@@ -97,7 +112,7 @@ func newUninstall(cf *genericclioptions.ConfigFlags, s streams) *cobra.Command {
 	f.BoolVar(&dryRun, "dry-run", false, "list every change uninstall would make, and make none")
 	f.BoolVarP(&yes, "yes", "y", false, "make the changes without asking for confirmation (needed without a terminal)")
 	f.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "how long to wait for olmguard's pods to stop")
-	f.StringVar(&o.OlmguardNamespace, "olmguard-namespace", "", "the namespace olmguard runs in: only its Deployments and pods there are scaled and waited for (default: every namespace)")
+	f.StringVar(&o.OlmguardNamespace, "olmguard-namespace", "", "the namespace olmguard runs in: only its Deployments and pods there are scaled and waited for (default: the namespace of the Service its webhook configurations call, else every namespace)")
 	return cmd
 }
 

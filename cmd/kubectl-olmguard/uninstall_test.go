@@ -49,14 +49,21 @@ func newUninstallFixture(t *testing.T) *uninstallFixture {
 		return &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: finalizers},
 			Spec: v1alpha1.ClusterServiceVersionSpec{DisplayName: name, InstallStrategy: v1alpha1.NamedInstallStrategy{StrategyName: "deployment"}}}
 	}
+	service := admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: f.system, Name: "olmguard-webhook"}}
+	none := admissionregistrationv1.SideEffectClassNone
 	f.objects = []client.Object{
 		deployment(f.system, "olmguard-webhook", 2, ours),
 		deployment(f.system, "other", 1, nil),
 		deployment(f.tenant, "lookalike", 1, ours),
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: f.tenant, Name: "lookalike", Labels: ours},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}},
-		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: f.hook, Labels: ours}},
-		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: f.hook, Labels: ours}},
+		// They call the webhook's Service in olmguard's namespace (and intercept nothing).
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: f.hook, Labels: ours},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "m.olmguard.io", ClientConfig: service,
+				SideEffects: &none, AdmissionReviewVersions: []string{"v1"}}}},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: f.hook, Labels: ours},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "v.olmguard.io", ClientConfig: service,
+				SideEffects: &none, AdmissionReviewVersions: []string{"v1"}}}},
 		csv(f.ns1, "a.v1", olmguard.CleanupFinalizer, "example.com/other"),
 		csv(f.ns2, "b.v1", olmguard.CleanupFinalizer),
 		csv(f.ns1, "c.v1", "example.com/other"),
@@ -97,28 +104,28 @@ func (f *uninstallFixture) run(t *testing.T, terminal bool, stdin string, args .
 	return code, stdout.String(), stderr.String()
 }
 
-// The changes the fixture's uninstall makes: of every namespace, or with --olmguard-namespace and
-// -n only those of olmguard's namespace and of ns1.
-func (f *uninstallFixture) changes(scoped bool) []string {
-	var want []string
-	want = append(want, fmt.Sprintf("deployment.apps/olmguard-webhook -n %s: scale from 2 to 0 replicas", f.system))
-	if !scoped {
-		want = append(want, fmt.Sprintf("deployment.apps/lookalike -n %s: scale from 1 to 0 replicas", f.tenant),
-			fmt.Sprintf("pod/lookalike -n %s: wait until it is gone (up to 2m0s)", f.tenant))
-	}
-	want = append(want, "mutatingwebhookconfiguration.admissionregistration.k8s.io/"+f.hook+": delete",
-		"validatingwebhookconfiguration.admissionregistration.k8s.io/"+f.hook+": delete",
-		fmt.Sprintf("clusterserviceversion.operators.coreos.com/a.v1 -n %s: remove finalizer olmguard.io/cleanup", f.ns1))
-	if !scoped {
+// The changes the fixture's uninstall makes, olmguard's namespace found from its webhook
+// configurations: olmguard's Deployment (not the tenant's look-alikes), its webhook
+// configurations, and the CSVs of both namespaces (with ns1 those of ns1 only).
+func (f *uninstallFixture) changes(ns1 bool) []string {
+	want := []string{fmt.Sprintf("deployment.apps/olmguard-webhook -n %s: scale from 2 to 0 replicas", f.system),
+		"mutatingwebhookconfiguration.admissionregistration.k8s.io/" + f.hook + ": delete",
+		"validatingwebhookconfiguration.admissionregistration.k8s.io/" + f.hook + ": delete",
+		fmt.Sprintf("clusterserviceversion.operators.coreos.com/a.v1 -n %s: remove finalizer olmguard.io/cleanup", f.ns1)}
+	if !ns1 {
 		want = append(want, fmt.Sprintf("clusterserviceversion.operators.coreos.com/b.v1 -n %s: remove finalizer olmguard.io/cleanup", f.ns2))
 	}
 	return want
 }
 
-// listed returns the change lines of a plan printed by uninstall that concern the fixture.
+// listed returns the change lines of a plan printed by uninstall (indented) that concern the
+// fixture.
 func (f *uninstallFixture) listed(out string) []string {
 	var got []string
 	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "  ") {
+			continue
+		}
 		line = strings.TrimSpace(line)
 		for _, mark := range []string{f.system, f.tenant, f.ns1, f.ns2, f.hook} {
 			if strings.Contains(line, mark) {
@@ -153,8 +160,8 @@ func TestUninstall(t *testing.T) {
 		if got, want := f.listed(out), f.changes(false); !slices.Equal(got, want) {
 			t.Errorf("listed\n  %s\nwant\n  %s\noutput:\n%s", strings.Join(got, "\n  "), strings.Join(want, "\n  "), out)
 		}
-		if !strings.HasPrefix(out, "Dry run: nothing is changed.") {
-			t.Errorf("output does not say it is a dry run:\n%s", out)
+		if !strings.HasPrefix(out, "Dry run: nothing is changed.\nolmguard's Deployments and pods are looked for in namespace "+f.system+".\n") {
+			t.Errorf("output does not say it is a dry run, in olmguard's namespace (its webhook configurations' Service's):\n%s", out)
 		}
 		unchanged(t)
 	})
@@ -166,7 +173,7 @@ func TestUninstall(t *testing.T) {
 		unchanged(t)
 	})
 	t.Run("on a terminal, not confirmed", func(t *testing.T) {
-		code, out, errOut := f.run(t, true, "n\n", "--olmguard-namespace", f.system)
+		code, out, errOut := f.run(t, true, "n\n")
 		if code != 1 || !strings.Contains(errOut, "Type yes to confirm") || !strings.Contains(errOut, "not confirmed: nothing changed") {
 			t.Errorf("exit %d, stderr %q", code, errOut)
 		}
@@ -176,7 +183,7 @@ func TestUninstall(t *testing.T) {
 		unchanged(t)
 	})
 	t.Run("on a terminal, confirmed, scoped", func(t *testing.T) {
-		code, out, errOut := f.run(t, true, "yes\n", "--olmguard-namespace", f.system, "-n", f.ns1)
+		code, out, errOut := f.run(t, true, "yes\n", "-n", f.ns1)
 		if code != 0 {
 			t.Fatalf("exit %d: %s\n%s", code, errOut, out)
 		}
@@ -214,6 +221,22 @@ func TestUninstall(t *testing.T) {
 			if after[i] != "gone" {
 				t.Errorf("webhook configuration %T still there", f.objects[i])
 			}
+		}
+	})
+	t.Run("no webhook configuration left: every namespace, or --olmguard-namespace", func(t *testing.T) {
+		code, out, errOut := f.run(t, false, "", "--dry-run")
+		want := []string{
+			fmt.Sprintf("deployment.apps/olmguard-webhook -n %s: scale from 0 to 0 replicas", f.system),
+			fmt.Sprintf("deployment.apps/lookalike -n %s: scale from 1 to 0 replicas", f.tenant),
+			fmt.Sprintf("pod/lookalike -n %s: wait until it is gone (up to 2m0s)", f.tenant),
+			fmt.Sprintf("clusterserviceversion.operators.coreos.com/b.v1 -n %s: remove finalizer olmguard.io/cleanup", f.ns2),
+		}
+		if got := f.listed(out); code != 0 || !slices.Equal(got, want) || !strings.Contains(out, "looked for in every namespace") {
+			t.Errorf("exit %d (%s), listed\n  %s\nwant\n  %s\n%s", code, errOut, strings.Join(got, "\n  "), strings.Join(want, "\n  "), out)
+		}
+		code, out, errOut = f.run(t, false, "", "--dry-run", "--olmguard-namespace", f.system)
+		if got := f.listed(out); code != 0 || !slices.Equal(got, []string{want[0], want[3]}) {
+			t.Errorf("--olmguard-namespace: exit %d (%s), listed %q", code, errOut, got)
 		}
 	})
 }

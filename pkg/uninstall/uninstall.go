@@ -155,6 +155,43 @@ var webhookConfigurationKinds = []struct {
 		}},
 }
 
+// ServedFrom returns the namespace of the Service olmguard's webhook configurations call, when
+// they all call one namespace's; "" when there is none (removed already, or called by URL) or
+// they name several. Only a cluster admin writes webhook configurations, so unlike the label of
+// a Deployment or pod it says where olmguard runs.
+func ServedFrom(ctx context.Context, c client.Reader) (string, error) {
+	seen := map[string]bool{}
+	mutating := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	if err := c.List(ctx, mutating, ours); err != nil {
+		return "", fmt.Errorf("listing olmguard's MutatingWebhookConfigurations: %w", err)
+	}
+	for _, w := range mutating.Items {
+		for _, h := range w.Webhooks {
+			if h.ClientConfig.Service != nil {
+				seen[h.ClientConfig.Service.Namespace] = true
+			}
+		}
+	}
+	validating := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+	if err := c.List(ctx, validating, ours); err != nil {
+		return "", fmt.Errorf("listing olmguard's ValidatingWebhookConfigurations: %w", err)
+	}
+	for _, w := range validating.Items {
+		for _, h := range w.Webhooks {
+			if h.ClientConfig.Service != nil {
+				seen[h.ClientConfig.Service.Namespace] = true
+			}
+		}
+	}
+	if len(seen) != 1 {
+		return "", nil
+	}
+	for ns := range seen {
+		return ns, nil
+	}
+	return "", nil
+}
+
 // RemoveWebhookConfigurations deletes olmguard's webhook configurations (label
 // app.kubernetes.io/name=olmguard): the cluster then behaves as stock OLM.
 func RemoveWebhookConfigurations(ctx context.Context, c client.Client) error {
