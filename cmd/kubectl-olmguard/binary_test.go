@@ -113,6 +113,12 @@ func TestBinaryDoctorContexts(t *testing.T) {
 			t.Errorf("checked %v, want no CSV in %s", r.Checked, other)
 		}
 	})
+	t.Run("-n completes the namespaces of the context's cluster", func(t *testing.T) {
+		code, out, errOut := execPlugin(t, completeName, "--kubeconfig", kubeconfig, "--context", "good", "doctor", "-n", "doctor-o")
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || !slices.Equal(lines, []string{other, ":4"}) {
+			t.Errorf("exit %d, completions %q, want %s (stderr %q)", code, lines, other, errOut)
+		}
+	})
 	t.Run("the broken current context", func(t *testing.T) {
 		code, out, errOut := execPlugin(t, "", "--kubeconfig", kubeconfig, "--request-timeout", "5s", "doctor", "-A", "-o", "json")
 		if code != 2 || out != "" || !strings.HasPrefix(errOut, "kubectl olmguard doctor: ") || !strings.Contains(errOut, "127.0.0.1:1") {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -132,6 +133,7 @@ func newRoot(s streams) *cobra.Command {
 	root.SetErr(s.err)
 	cf.AddFlags(root.PersistentFlags())
 	completeKubeconfigNames(root, cf)
+	completeNamespaces(root, cf)
 	root.AddCommand(newDoctor(cf, s), newUninstall(cf, s), newVersion(s))
 	return root
 }
@@ -158,6 +160,28 @@ func completeKubeconfigNames(root *cobra.Command, cf *genericclioptions.ConfigFl
 			return out, cobra.ShellCompDirectiveNoFileComp
 		})
 	}
+}
+
+// completeNamespaces completes -n with the cluster's namespaces, as kubectl does (nothing when
+// the cluster cannot be read).
+func completeNamespaces(root *cobra.Command, cf *genericclioptions.ConfigFlags) {
+	_ = root.RegisterFlagCompletionFunc("namespace", func(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		c, err := newClient(cf, io.Discard)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		list := &corev1.NamespaceList{}
+		if err := c.List(cmd.Context(), list); err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var out []string
+		for _, ns := range list.Items {
+			if strings.HasPrefix(ns.Name, prefix) {
+				out = append(out, ns.Name)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	})
 }
 
 func newVersion(s streams) *cobra.Command {
