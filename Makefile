@@ -16,11 +16,15 @@ COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.1.0-dev.$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
 LDFLAGS := -X github.com/olmguard/olmguard/internal/version.version=$(VERSION) -X github.com/olmguard/olmguard/internal/version.commit=$(COMMIT)
 
+# bin/kubectl_complete-olmguard: kubectl's completion of `kubectl olmguard ...` (kubectl v1.26+)
+# runs it; the plugin answers by the name it was started as.
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+	ln -sf kubectl-olmguard bin/kubectl_complete-olmguard
 
-## dist: the release artifacts in dist/: the binaries for linux and darwin on amd64 and arm64
-## stamped with VERSION and COMMIT, the kubectl plugin's archives and krew manifest
+## dist: the release artifacts in dist/: the binaries for linux and darwin on amd64 and arm64 and
+## the kubectl plugin for windows/amd64 (kubectl-olmguard.exe), stamped with VERSION and COMMIT,
+## the kubectl plugin's archives and krew manifest
 ## (dist/krew/olmguard.yaml), the image archives for linux/amd64 and linux/arm64, the rendered
 ## manifests, the packaged Helm chart (dist/olmguard-<version without v>.tgz), and SHA256SUMS.
 ## PLATFORMS=linux/amd64 builds one platform only.
@@ -157,7 +161,7 @@ deploy:
 ## undeploy: free every CSV from olmguard's finalizer first (kubectl olmguard uninstall), then
 ## delete what deploy created.
 undeploy: build
-	bin/kubectl-olmguard uninstall
+	bin/kubectl-olmguard uninstall --yes
 	$(GO) run ./hack/manifests render -overlay $(OVERLAY) -image $(IMG) | kubectl delete --ignore-not-found -f -
 
 ## e2e-kind: for machines with Docker: a kind cluster with real OLM and cert-manager, olmguard

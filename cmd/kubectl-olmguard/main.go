@@ -2,185 +2,234 @@
 //
 //	kubectl olmguard doctor      audit the cluster for the OLM failures olmguard fixes (F1–F5)
 //	kubectl olmguard uninstall   scale olmguard to zero, remove its webhook configurations, then its finalizers
+//	kubectl olmguard completion  shell completion scripts (bash, zsh, fish)
+//	kubectl olmguard version     the version and commit it was built from
+//
+// It takes kubectl's connection flags (k8s.io/cli-runtime: --kubeconfig, --context, --as, ...).
+// Run as kubectl_complete-olmguard (a link to the same binary), it answers kubectl's plugin
+// completion requests.
 package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"strconv"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
 
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/olmguard/olmguard/internal/kubeapi"
 	"github.com/olmguard/olmguard/internal/memlimit"
 	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/internal/version"
-	"github.com/olmguard/olmguard/pkg/doctor"
 	olmscheme "github.com/olmguard/olmguard/pkg/olm/scheme"
-	"github.com/olmguard/olmguard/pkg/uninstall"
 )
 
-const usage = `Usage: kubectl olmguard <command> [flags]
-
-Commands:
-  doctor      audit the cluster for the OLM failures olmguard fixes (F1–F5) and those it
-              reports (OLM: orphan CSVs, stuck installs, failed unpacks, OperatorGroups,
-              catalogs, packageserver) and print each problem with its evidence and a fix; exit status 0 when healthy, 1 when problems are found,
-              2 when the audit could not run or was incomplete
-  version     print the version and commit this plugin was built from (also --version)
-  uninstall   scale olmguard's Deployments (olmguard-system) to zero and wait for their pods to
-              stop, remove its webhook configurations, then olmguard.io/cleanup from every CSV,
-              so that removing olmguard leaves nothing stuck (OLM's own objects are not
-              touched); then delete olmguard's manifests with kubectl delete --ignore-not-found
-
-Flags of every command:
-  --kubeconfig FILE   kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster)
-
-Flags of uninstall:
-  --stop-timeout D    how long to wait for olmguard's pods to stop (default 2m)
-
-Flags of doctor:
-  -n, --namespace NS  audit one namespace (default: all namespaces)
-  -o, --output FMT    table (default) or json
-  --stuck-after D     how long a CSV or catalog pod may be terminating before it is stuck (default 5m)
-  --pending-after D   how long a CSV may stay Pending/Installing, or a catalog not READY, before it
-                      is reported (default 10m)
-  --recheck D         wait before confirming a Subscription out of step with its plan (default 3s)
-  --include-copied-csvs
-                      also read CSVs labelled olm.copiedFrom, OLM's copies of an AllNamespaces
-                      operator's CSV (left out by default, as OLM's own informers leave them out)
-  --copied-csvs-above N
-                      report OLM's copies of operators installed for all namespaces when they are
-                      more than N, counted from the originals and the namespaces (default 1000;
-                      0 leaves the check out)
-`
+// completeName is the name kubectl looks for to complete `kubectl olmguard ...`: it runs
+// `kubectl_complete-olmguard <args>` (kubectl v1.26+); this binary answers as `__complete <args>`.
+const completeName = "kubectl_complete-olmguard"
 
 func main() {
 	// doctor keeps every Subscription and InstallPlan of the cluster while it reads the other
 	// kinds page by page: at Go's default pace the pages' garbage doubles its peak (245 MiB on a
 	// cluster of 2,000 namespaces, 191 at 50: docs/performance.md). An explicit GOGC still wins.
 	memlimit.DefaultGCPercent(50)
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(completionArgs(os.Args[0], os.Args[1:]), os.Stdout, os.Stderr))
 }
+
+// completionArgs returns the arguments to run: those given, behind __complete when the binary was
+// started as kubectl_complete-olmguard (kubectl's plugin completion) and they do not already ask
+// for it.
+func completionArgs(argv0 string, args []string) []string {
+	name := strings.TrimSuffix(argv0[strings.LastIndexAny(argv0, `/\`)+1:], ".exe") // either separator: Windows too
+	if name != completeName || (len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd)) {
+		return args
+	}
+	return append([]string{cobra.ShellCompRequestCmd}, args...)
+}
+
+// streams are the command's standard streams; terminal reports whether in is one a person types
+// on (uninstall asks for confirmation there).
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+	terminal func() bool
+}
+
+// exitError ends a command with a status after the command printed why.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // run returns the exit status: 0 success, 1 problems found (doctor) or a failed uninstall, 2 usage
 // errors and audits that could not run.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, usage)
-		return 0
-	}
-	if args[0] == "version" || args[0] == "--version" {
-		fmt.Fprintln(stdout, version.Get().String("kubectl-olmguard"))
-		return 0
-	}
-	cmd := args[0]
-	fs := flag.NewFlagSet("kubectl-olmguard "+cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	config.RegisterFlags(fs)
-	do := doctor.DefaultOptions()
-	output := "table"
-	stopTimeout := uninstall.DefaultStopTimeout
-	switch cmd {
-	case "uninstall":
-		fs.DurationVar(&stopTimeout, "stop-timeout", stopTimeout, "how long to wait for olmguard's pods to stop")
-	case "doctor":
-		for _, name := range []string{"n", "namespace"} {
-			fs.StringVar(&do.Namespace, name, "", "namespace to audit")
-		}
-		for _, name := range []string{"o", "output"} {
-			fs.StringVar(&output, name, output, "table or json")
-		}
-		fs.DurationVar(&do.StuckAfter, "stuck-after", do.StuckAfter, "terminating time after which an object is stuck")
-		fs.DurationVar(&do.PendingAfter, "pending-after", do.PendingAfter, "Pending/Installing or not-READY time after which a CSV or catalog is reported")
-		fs.DurationVar(&do.Recheck, "recheck", do.Recheck, "delay before confirming a Subscription drift")
-		// OLM's copies (label olm.copiedFrom) are left out as OLM's own informers leave them
-		// out: no check reports a copy, and on a cluster of many namespaces they are most of
-		// the CSVs, each with its original's annotations.
-		do.SkipCopiedCSVs = true
-		fs.IntVar(&do.CopiedCSVsAbove, "copied-csvs-above", do.CopiedCSVsAbove, "report OLM's copied CSVs when more than this many (0: never)")
-		fs.BoolFunc("include-copied-csvs", "also read CSVs labelled olm.copiedFrom (OLM's copies; none is reported, OLM ignores them)", func(v string) error {
-			include, err := strconv.ParseBool(v)
-			do.SkipCopiedCSVs = !include
-			return err
-		})
-	default:
-		fmt.Fprintf(stderr, "kubectl-olmguard: unknown command %q\n%s", cmd, usage)
-		return 2
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		fmt.Fprintf(stderr, "kubectl-olmguard %s: %v\n%s", cmd, err, usage)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kubectl-olmguard %s: unexpected argument %q\n", cmd, fs.Arg(0))
-		return 2
-	}
-	if stopTimeout <= 0 {
-		fmt.Fprintf(stderr, "kubectl-olmguard uninstall: --stop-timeout must be positive\n")
-		return 2
-	}
-	if output != "table" && output != "json" {
-		fmt.Fprintf(stderr, "kubectl-olmguard doctor: --output %q: must be table or json\n", output)
-		return 2
-	}
-	if do.StuckAfter < 0 || do.Recheck < 0 || do.PendingAfter < 0 {
-		fmt.Fprintf(stderr, "kubectl-olmguard doctor: --stuck-after, --pending-after and --recheck must not be negative\n")
-		return 2
-	}
-	c, err := newClient()
-	if err != nil {
-		fmt.Fprintf(stderr, "kubectl-olmguard: %v\n", err)
-		return 2
-	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if cmd == "uninstall" {
-		if err := uninstall.Run(ctx, c, stdout, stopTimeout); err != nil {
-			fmt.Fprintf(stderr, "kubectl-olmguard uninstall: %s\n", printable.Line(err.Error()))
-			return 1
-		}
-		return 0
-	}
-	do.Progress = stderr
-	report, err := doctor.Audit(ctx, c, do)
-	if err != nil {
-		// An error may quote what it read (a name, an apiserver message): printed escaped.
-		fmt.Fprintf(stderr, "kubectl-olmguard doctor: %s\n", printable.Line(err.Error()))
-		return 2
-	}
-	write := doctor.WriteTable
-	if output == "json" {
-		write = doctor.WriteJSON
-	}
-	if err := write(stdout, report); err != nil {
-		fmt.Fprintf(stderr, "kubectl-olmguard doctor: %v\n", err)
-		return 2
-	}
-	switch {
-	case len(report.Findings) > 0:
-		return 1
-	case len(report.Skipped) > 0:
-		return 2
-	}
-	return 0
+	return runWith(args, streams{in: os.Stdin, out: stdout, err: stderr, terminal: stdinIsTerminal})
 }
 
-func newClient() (client.Client, error) {
-	cfg, err := config.GetConfig()
+func runWith(args []string, s streams) int {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	root := newRoot(s)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	var exit exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.code
+	}
+	// A usage error: a flag, a command or an argument unknown or wrong. cobra's message may span
+	// lines (suggestions) and quote what was typed: one line, escaped.
+	name := "kubectl olmguard"
+	if cmd != nil {
+		name = cmd.CommandPath()
+	}
+	fmt.Fprintf(s.err, "%s: %s (see %s --help)\n", name, printable.Line(err.Error()), name)
+	return 2
+}
+
+// stdinIsTerminal reports whether the standard input is a terminal (not /dev/null, which is a
+// character device too, nor a pipe).
+func stdinIsTerminal() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
+
+const rootLong = `kubectl olmguard audits a cluster running Operator Lifecycle Manager v0 for the failures
+olmguard fixes and those it reports (doctor), and removes olmguard without leaving anything
+stuck (uninstall).
+
+It connects as kubectl does: --kubeconfig, --context, --cluster, --user, --as, --as-group,
+--request-timeout and kubectl's other connection flags (default: $KUBECONFIG, ~/.kube/config,
+or the pod's service account in a cluster). Warnings and progress go to stderr; stdout holds
+the command's output only.`
+
+func newRoot(s streams) *cobra.Command {
+	cf := genericclioptions.NewConfigFlags(true)
+	root := &cobra.Command{
+		Use:           "kubectl-olmguard",
+		Short:         "Audit OLM v0 for the failures olmguard fixes, or remove olmguard",
+		Long:          rootLong,
+		Version:       version.Get().String("kubectl-olmguard"),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl olmguard"},
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	cf.AddFlags(root.PersistentFlags())
+	completeKubeconfigNames(root, cf)
+	completeNamespaces(root, cf)
+	root.AddCommand(newDoctor(cf, s), newUninstall(cf, s), newVersion(s))
+	return root
+}
+
+// completeKubeconfigNames completes --context, --cluster and --user with the names of the
+// kubeconfig (as --kubeconfig and $KUBECONFIG say).
+func completeKubeconfigNames(root *cobra.Command, cf *genericclioptions.ConfigFlags) {
+	for flag, names := range map[string]func(*clientcmdapi.Config) []string{
+		"context": func(c *clientcmdapi.Config) []string { return slices.Sorted(maps.Keys(c.Contexts)) },
+		"cluster": func(c *clientcmdapi.Config) []string { return slices.Sorted(maps.Keys(c.Clusters)) },
+		"user":    func(c *clientcmdapi.Config) []string { return slices.Sorted(maps.Keys(c.AuthInfos)) },
+	} {
+		_ = root.RegisterFlagCompletionFunc(flag, func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+			raw, err := cf.ToRawKubeConfigLoader().RawConfig()
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveError
+			}
+			var out []string
+			for _, n := range names(&raw) {
+				if strings.HasPrefix(n, prefix) {
+					out = append(out, n)
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		})
+	}
+}
+
+// completeNamespaces completes -n with the cluster's namespaces, as kubectl does (nothing when
+// the cluster cannot be read).
+func completeNamespaces(root *cobra.Command, cf *genericclioptions.ConfigFlags) {
+	_ = root.RegisterFlagCompletionFunc("namespace", func(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		c, err := newClient(cf, io.Discard)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		list := &corev1.NamespaceList{}
+		if err := c.List(cmd.Context(), list); err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var out []string
+		for _, ns := range list.Items {
+			if strings.HasPrefix(ns.Name, prefix) {
+				out = append(out, ns.Name)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+func newVersion(s streams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and commit this plugin was built from (also --version)",
+		Args:  cobra.NoArgs,
+		Run: func(*cobra.Command, []string) {
+			fmt.Fprintln(s.out, version.Get().String("kubectl-olmguard"))
+		},
+	}
+}
+
+// newClient connects as the connection flags say; the apiserver's warnings go to stderr, each
+// once and escaped (they may quote what a tenant wrote).
+func newClient(cf *genericclioptions.ConfigFlags, stderr io.Writer) (client.Client, error) {
+	cfg, err := cf.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = kubeapi.UserAgent("kubectl-olmguard")
+	cfg.WarningHandler = nil
+	cfg.WarningHandlerWithContext = &warningPrinter{w: stderr, seen: map[string]bool{}}
 	s, err := olmscheme.New()
 	if err != nil {
 		return nil, err
 	}
 	return client.New(cfg, client.Options{Scheme: s})
+}
+
+// warningPrinter prints each distinct warning of the apiserver once, as kubectl does, on its
+// own escaped line.
+type warningPrinter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	seen map[string]bool
+}
+
+func (p *warningPrinter) HandleWarningHeaderWithContext(_ context.Context, code int, _ string, msg string) {
+	if code != 299 || msg == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen[msg] {
+		return
+	}
+	p.seen[msg] = true
+	fmt.Fprintf(p.w, "Warning: %s\n", printable.Line(msg))
 }

@@ -72,7 +72,7 @@ func KrewManifest(version, downloadURL string, sums map[Platform]string) ([]byte
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"os": pl.OS, "arch": pl.Arch}},
 			URI:      strings.TrimSuffix(downloadURL, "/") + "/" + PluginArchive(version, pl),
 			SHA256:   sums[pl],
-			Bin:      Plugin,
+			Bin:      PluginBinary(pl),
 		})
 	}
 	if err := ValidateKrew(p); err != nil {

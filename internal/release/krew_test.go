@@ -34,6 +34,12 @@ func TestKrewManifest(t *testing.T) {
 		first.Selector.MatchLabels["os"] != "darwin" || first.Selector.MatchLabels["arch"] != "amd64" {
 		t.Errorf("platform %+v", first)
 	}
+	// Windows' binary is kubectl-olmguard.exe: krew runs the bin it names.
+	last := p.Spec.Platforms[len(p.Spec.Platforms)-1] // sorted: windows/amd64 last
+	if last.URI != "https://example.com/dl/kubectl-olmguard_v0.2.0_windows_amd64.tar.gz" || last.Bin != "kubectl-olmguard.exe" ||
+		last.Selector.MatchLabels["os"] != "windows" {
+		t.Errorf("platform %+v", last)
+	}
 	if _, err := KrewManifest("latest", "https://example.com", sums); err == nil {
 		t.Error("a manifest with version latest was produced")
 	}

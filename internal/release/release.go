@@ -1,5 +1,5 @@
-// Package release builds olmguard's release artifacts (`make dist`): the three binaries for every
-// platform, stamped with the version and commit; the kubectl plugin's archives and the krew plugin
+// Package release builds olmguard's release artifacts (`make dist`): the three binaries for linux
+// and darwin and the kubectl plugin for windows, stamped with the version and commit; the kubectl plugin's archives and the krew plugin
 // manifest that points at them; the container image archives; the rendered manifests; the
 // packaged Helm chart; and SHA256SUMS over all of it.
 package release
@@ -30,8 +30,9 @@ type Platform struct{ OS, Arch string }
 
 func (p Platform) String() string { return p.OS + "/" + p.Arch }
 
-// Platforms are the ones a release ships binaries for.
-var Platforms = []Platform{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "amd64"}, {"darwin", "arm64"}}
+// Platforms are the ones a release ships binaries for: the three programs for linux and darwin,
+// the kubectl plugin alone for windows (ProgramsFor).
+var Platforms = []Platform{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "amd64"}, {"darwin", "arm64"}, {"windows", "amd64"}}
 
 // ParsePlatforms reads "linux/amd64,darwin/arm64".
 func ParsePlatforms(s string) ([]Platform, error) {
@@ -87,6 +88,27 @@ var Programs = image.Olmguard.Packages
 // Plugin is the kubectl plugin's binary name.
 const Plugin = "kubectl-olmguard"
 
+// PluginPackage is the kubectl plugin's main package.
+const PluginPackage = "./cmd/kubectl-olmguard"
+
+// ProgramsFor are the main packages built for p: every program, or on windows the kubectl plugin
+// only (the webhook and the controller run in linux containers; a Windows user runs the plugin).
+func ProgramsFor(p Platform) []string {
+	if p.OS == "windows" {
+		return []string{PluginPackage}
+	}
+	return Programs
+}
+
+// PluginBinary is the kubectl plugin's file name on p: kubectl-olmguard, kubectl-olmguard.exe on
+// windows.
+func PluginBinary(p Platform) string {
+	if p.OS == "windows" {
+		return Plugin + ".exe"
+	}
+	return Plugin
+}
+
 // Build writes the release into o.Out.
 func Build(ctx context.Context, o Options) error {
 	if len(o.Platforms) == 0 {
@@ -107,12 +129,12 @@ func Build(ctx context.Context, o Options) error {
 	pluginSums := map[Platform]string{}
 	for _, p := range o.Platforms {
 		dir := filepath.Join(o.Out, "bin", p.OS+"-"+p.Arch)
-		fmt.Fprintf(o.Log, "building %s for %s\n", strings.Join(Programs, " "), p)
+		fmt.Fprintf(o.Log, "building %s for %s\n", strings.Join(ProgramsFor(p), " "), p)
 		if err := buildBinaries(ctx, o, p, dir); err != nil {
 			return err
 		}
 		archive := PluginArchive(o.Version, p)
-		sum, err := tarGz(filepath.Join(o.Out, archive), dir, Plugin)
+		sum, err := tarGz(filepath.Join(o.Out, archive), dir, PluginBinary(p))
 		if err != nil {
 			return err
 		}
@@ -175,7 +197,7 @@ func LDFlags(version, commit string) string {
 
 func buildBinaries(ctx context.Context, o Options, p Platform, dir string) error {
 	args := []string{"build", "-trimpath", "-ldflags=" + LDFlags(o.Version, o.Commit), "-o", dir + string(os.PathSeparator)}
-	cmd := exec.CommandContext(ctx, "go", append(args, Programs...)...)
+	cmd := exec.CommandContext(ctx, "go", append(args, ProgramsFor(p)...)...)
 	cmd.Dir = o.Root
 	cmd.Env = append(append(os.Environ(), image.Olmguard.BuildEnv...), "GOOS="+p.OS, "GOARCH="+p.Arch)
 	if out, err := cmd.CombinedOutput(); err != nil {

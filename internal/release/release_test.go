@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,6 +47,26 @@ func TestOptionsValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A release ships the kubectl plugin for windows/amd64, alone, as kubectl-olmguard.exe.
+func TestWindowsPlugin(t *testing.T) {
+	win := Platform{"windows", "amd64"}
+	if !slices.Contains(Platforms, win) {
+		t.Errorf("Platforms %v lack %s", Platforms, win)
+	}
+	if got := ProgramsFor(win); !slices.Equal(got, []string{"./cmd/kubectl-olmguard"}) {
+		t.Errorf("ProgramsFor(%s) = %v", win, got)
+	}
+	if got := PluginBinary(win); got != "kubectl-olmguard.exe" {
+		t.Errorf("PluginBinary(%s) = %q", win, got)
+	}
+	if got := ProgramsFor(Platform{"linux", "arm64"}); !slices.Equal(got, Programs) || PluginBinary(Platform{"darwin", "arm64"}) != Plugin {
+		t.Errorf("linux builds %v", got)
+	}
+	if !slices.Contains(Programs, PluginPackage) {
+		t.Errorf("Programs %v lack %s", Programs, PluginPackage)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/olmguard/olmguard/internal/printable"
 )
 
@@ -64,6 +66,35 @@ func WriteJSON(w io.Writer, r *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// WriteYAML prints the report for scripts as WriteJSON does, in YAML: the same fields, names and
+// values (converted from its JSON). A string holding a character YAML does not print (ESC, the
+// other controls) is written double-quoted with that character escaped, and reads back exact.
+func WriteYAML(w io.Writer, r *Report) error {
+	if r.Findings == nil {
+		r.Findings = []Finding{}
+	}
+	js, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	// encoding/json leaves DEL and the C1 controls raw, which a YAML parser refuses: escaped, as
+	// JSON allows, they reach the YAML as what they are.
+	var esc strings.Builder
+	for _, c := range string(js) {
+		if c == 0x7f || c >= 0x80 && c <= 0x9f {
+			fmt.Fprintf(&esc, `\u%04x`, c)
+			continue
+		}
+		esc.WriteRune(c)
+	}
+	out, err := yaml.JSONToYAML([]byte(esc.String()))
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
 }
 
 func checkedSummary(checked map[string]int) string {

@@ -3,11 +3,14 @@ package doctor
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
@@ -56,5 +59,44 @@ func TestTableEscapesControlCharacters(t *testing.T) {
 	if !strings.Contains(f.Evidence, "address 10.0.0.1:50051"+hostile) || !strings.Contains(f.Evidence, "message"+hostile) ||
 		!strings.Contains(f.Fix, hostile) || back.Skipped[0] != r.Skipped[0] {
 		t.Errorf("-o json is not exact: %+v", back)
+	}
+}
+
+// -o yaml is -o json's structure in YAML: the same report comes back from either, exactly, and the
+// YAML holds no raw control character (it escapes them). Fails without WriteYAML.
+func TestYAMLHasJSONStructure(t *testing.T) {
+	cs := v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "cat" + hostile + "\x7f\x00\u0085", CreationTimestamp: *ago(time.Hour)},
+		Spec: v1alpha1.CatalogSourceSpec{SourceType: v1alpha1.SourceTypeGrpc, Address: "10.0.0.1:50051" + hostile}}
+	cs.Status.ConnectionState = &v1alpha1.GRPCConnectionState{Address: cs.Spec.Address, LastObservedState: "TRANSIENT_FAILURE"}
+	r := &Report{Findings: CheckCatalogSources([]v1alpha1.CatalogSource{cs}, now, time.Minute),
+		Checked: map[string]int{"CatalogSources": 1}, Pages: map[string]int{"CatalogSources": 1}, Skipped: []string{"OLM checks: cannot list" + hostile}}
+	for name, r := range map[string]*Report{"findings": r, "healthy": {Checked: map[string]int{"CSVs": 0}}} {
+		t.Run(name, func(t *testing.T) {
+			var js, ym bytes.Buffer
+			if err := WriteJSON(&js, r); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteYAML(&ym, r); err != nil {
+				t.Fatal(err)
+			}
+			var fromJSON, fromYAML map[string]any
+			if err := json.Unmarshal(js.Bytes(), &fromJSON); err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(ym.Bytes(), &fromYAML); err != nil {
+				t.Fatalf("%v\n%s", err, ym.String())
+			}
+			if !reflect.DeepEqual(fromJSON, fromYAML) {
+				t.Errorf("YAML and JSON differ:\n%s\n%s", ym.String(), js.String())
+			}
+			if _, ok := fromYAML["findings"].([]any); !ok {
+				t.Errorf("findings is not a list: %s", ym.String())
+			}
+			for _, c := range ym.String() {
+				if c < 0x20 && c != '\n' || c == 0x7f || c >= 0x80 && c <= 0x9f {
+					t.Errorf("YAML holds the control character %U raw:\n%s", c, ym.String())
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,7 +59,7 @@ func TestWaitStopped(t *testing.T) {
 			if tc.wantErr != "" {
 				timeout = 300 * time.Millisecond
 			}
-			err := WaitStopped(ctx, c, w, timeout, 10*time.Millisecond)
+			err := WaitStopped(ctx, c, "", w, timeout, 10*time.Millisecond)
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("WaitStopped: %v", err)
@@ -84,4 +85,50 @@ func (o *onWrite) Write(p []byte) (int, error) {
 		o.do = nil
 	}
 	return o.w.Write(p)
+}
+
+// olmguard's namespace is the one of the Service its webhook configurations call, when they agree
+// on one; none (removed, or called by URL), or several, leave it open.
+func TestServedFrom(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]string{olmguard.NameLabel: olmguard.Name}
+	svc := func(ns string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: "w"}}
+	}
+	url := "https://x"
+	mutating := func(name string, labels map[string]string, cc ...admissionregistrationv1.WebhookClientConfig) client.Object {
+		w := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		for _, c := range cc {
+			w.Webhooks = append(w.Webhooks, admissionregistrationv1.MutatingWebhook{ClientConfig: c})
+		}
+		return w
+	}
+	validating := func(name string, cc ...admissionregistrationv1.WebhookClientConfig) client.Object {
+		w := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: ours}}
+		for _, c := range cc {
+			w.Webhooks = append(w.Webhooks, admissionregistrationv1.ValidatingWebhook{ClientConfig: c})
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		name string
+		objs []client.Object
+		want string
+	}{
+		{"none", nil, ""},
+		{"one namespace", []client.Object{mutating("m", ours, svc("og"), svc("og")), validating("v", svc("og"))}, "og"},
+		{"another's configuration is not read", []client.Object{mutating("m", ours, svc("og")), mutating("x", nil, svc("elsewhere"))}, "og"},
+		{"by URL", []client.Object{mutating("m", ours, admissionregistrationv1.WebhookClientConfig{URL: &url})}, ""},
+		{"two namespaces", []client.Object{mutating("m", ours, svc("og")), validating("v", svc("other"))}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.objs...).Build()
+			if got, err := ServedFrom(context.Background(), c); err != nil || got != tc.want {
+				t.Errorf("ServedFrom = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,4 +175,33 @@ func Version(t *testing.T, run Run, program string, args ...string) {
 	if !strings.HasPrefix(out, program+" ") || !strings.Contains(out, "(commit ") || strings.Count(out, "\n") != 1 {
 		t.Errorf("%v printed %q, want one line %q", args, out, program+" <version> (commit <sha>, ...)")
 	}
+}
+
+// RunMainIfAsked runs main, which exits, when the test binary was started as the command (by
+// Command or SIGTERMStopsCleanly); a TestMain that does more than Main calls it first.
+func RunMainIfAsked(main func()) {
+	if os.Getenv(envRunMain) == "1" {
+		main()
+	}
+}
+
+// Command runs the test binary as the command (its TestMain calls Main or RunMainIfAsked) with
+// args. With name set, it runs it under that name (a link in a temporary directory), for a binary
+// that acts by the name it was started as.
+func Command(t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	bin := os.Args[0]
+	if name != "" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin = filepath.Join(t.TempDir(), name)
+		if err := os.Symlink(self, bin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), envRunMain+"=1")
+	return cmd
 }

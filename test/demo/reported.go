@@ -187,7 +187,7 @@ func (d *demo) realCopiedCSVs(ctx context.Context, c *cluster.Cluster, o *cluste
 	fmt.Fprintf(d.out, "    stock: %s\n", stock)
 
 	done = d.step("copied CSVs: kubectl olmguard doctor --copied-csvs-above=%d (default %d), then its fix", demoCopiedCSVsAbove, doctor.DefaultCopiedCSVsAbove)
-	f, err := doctorFinding(ctx, bin, c.Kubeconfig, "CopiedCSVsMultiply", fmt.Sprintf("--copied-csvs-above=%d", demoCopiedCSVsAbove))
+	f, err := doctorFinding(ctx, bin, c.Kubeconfig, "CopiedCSVsMultiply", "-A", fmt.Sprintf("--copied-csvs-above=%d", demoCopiedCSVsAbove))
 	if err != nil {
 		return "", "", err
 	}

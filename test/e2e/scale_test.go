@@ -550,11 +550,15 @@ func queuesIdle(addr string) (bool, error) {
 	return seen, nil
 }
 
-// measureDoctorAtScale runs `kubectl olmguard doctor -o json` of build b and reports its wall time,
+// measureDoctorAtScale runs `kubectl olmguard doctor -A -o json` of build b and reports its wall time,
 // peak RSS (the kernel's maxrss of the process) and the List pages it sent.
 func measureDoctorAtScale(t *testing.T, ctx context.Context, c *cluster.Cluster, b scaleBuild, copies int) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, filepath.Join(b.dir, "kubectl-olmguard"), "doctor", "--kubeconfig", c.Kubeconfig, "-o", "json")
+	args := []string{"doctor", "--kubeconfig", c.Kubeconfig, "-o", "json"}
+	if b.name != "before" { // every namespace: -A since doctor follows kubectl's namespace rule; the build before had no -A and audited all
+		args = append(args, "-A")
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(b.dir, "kubectl-olmguard"), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

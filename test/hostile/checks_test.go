@@ -51,16 +51,16 @@ type doctorFinding struct {
 	Commands  []string `json:"commands"`
 }
 
-// runDoctor runs the built `kubectl-olmguard doctor` on every namespace (no -n: doctor has no -A)
+// runDoctor runs the built `kubectl-olmguard doctor -A` on every namespace
 // as the cluster admin, as a table and as JSON.
 func (e *env) runDoctor(t *testing.T) (table string, findings []doctorFinding) {
 	t.Helper()
 	ctx := context.Background()
-	code, table, errOut := procs.Doctor(t, ctx, e.c.Kubeconfig)
+	code, table, errOut := procs.Doctor(t, ctx, e.c.Kubeconfig, "-A")
 	if code == 2 {
 		t.Fatalf("doctor: exit 2: %s", errOut)
 	}
-	_, js, errJS := procs.Doctor(t, ctx, e.c.Kubeconfig, "-o", "json")
+	_, js, errJS := procs.Doctor(t, ctx, e.c.Kubeconfig, "-A", "-o", "json")
 	var report struct {
 		Findings []doctorFinding `json:"findings"`
 	}

@@ -52,7 +52,7 @@ func testHelmInstall(t *testing.T, c *cluster.Cluster, n *node.Node, sim *olmsim
 
 	checkReplays3199(t, sim, cat, "realnode-helm-f1", "with olmguard installed by helm")
 
-	plugin := exec.Command(filepath.Join(procs.Binaries(t), "kubectl-olmguard"), "uninstall", "--kubeconfig", c.Kubeconfig)
+	plugin := exec.Command(filepath.Join(procs.Binaries(t), "kubectl-olmguard"), "uninstall", "--yes", "--kubeconfig", c.Kubeconfig)
 	if out, err := plugin.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl olmguard uninstall: %v\n%s", err, out)
 	}

@@ -322,7 +322,7 @@ func checkUninstall(t *testing.T, c *cluster.Cluster, kubectl, overlay string) {
 	}
 	bin := procs.Binaries(t)
 	for _, args := range [][]string{
-		{filepath.Join(bin, "kubectl-olmguard"), "uninstall", "--kubeconfig", c.Kubeconfig},
+		{filepath.Join(bin, "kubectl-olmguard"), "uninstall", "--yes", "--kubeconfig", c.Kubeconfig},
 		{kubectl, "--kubeconfig", c.Kubeconfig, "delete", "--ignore-not-found", "-k", overlay},
 	} {
 		cmd := exec.Command(args[0], args[1:]...)

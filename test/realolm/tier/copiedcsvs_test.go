@@ -46,7 +46,7 @@ func TestCopiedCSVsReported(t *testing.T) {
 	// doctor's --copied-csvs-above just below the copies OLM made here (one per namespace of this
 	// small cluster), so that it reports them as it reports 1,000 on a large one (its default).
 	above := r.Copies - 1
-	code, out, errOut := procs.Doctor(t, ctx, c.Kubeconfig, "-o", "json", fmt.Sprintf("--copied-csvs-above=%d", above))
+	code, out, errOut := procs.Doctor(t, ctx, c.Kubeconfig, "-A", "-o", "json", fmt.Sprintf("--copied-csvs-above=%d", above))
 	var report doctor.Report
 	if err := json.Unmarshal([]byte(out), &report); err != nil {
 		t.Fatalf("doctor -o json (exit %d): %v\n%s\n%s", code, err, out, errOut)

@@ -226,7 +226,7 @@ func checkOrphansReported(t *testing.T, c *cluster.Cluster, results []uninstallR
 	if len(orphans(results)) == 0 {
 		return
 	}
-	_, out, errOut := procs.Doctor(t, context.Background(), c.Kubeconfig, "-o", "json")
+	_, out, errOut := procs.Doctor(t, context.Background(), c.Kubeconfig, "-A", "-o", "json")
 	var report doctor.Report
 	if err := json.Unmarshal([]byte(out), &report); err != nil {
 		t.Fatalf("doctor -o json: %v\n%s\n%s", err, out, errOut)
