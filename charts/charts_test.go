@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,9 +18,12 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/olmguard/olmguard/charts"
@@ -441,6 +445,36 @@ func TestExamples(t *testing.T) {
 				t.Errorf("webhook port open to %+v", from)
 			}
 		},
+		"pods.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+				d := typed[appsv1.Deployment](t, objs, "Deployment", name)
+				pod := d.Spec.Template
+				if pod.Annotations["sidecar.istio.io/inject"] != "false" || pod.Labels["cost-centre"] != "platform" {
+					t.Errorf("%s: pod annotations %v, labels %v", name, pod.Annotations, pod.Labels)
+				}
+				if !labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(labels.Set(pod.Labels)) {
+					t.Errorf("%s: selector %v does not select its pods %v", name, d.Spec.Selector.MatchLabels, pod.Labels)
+				}
+				tsc := pod.Spec.TopologySpreadConstraints
+				if len(tsc) != 1 || tsc[0].TopologyKey != "topology.kubernetes.io/zone" || tsc[0].LabelSelector == nil ||
+					!maps.Equal(tsc[0].LabelSelector.MatchLabels, d.Spec.Selector.MatchLabels) {
+					t.Errorf("%s: topology spread %+v, want the zone and the pods' selector %v", name, tsc, d.Spec.Selector.MatchLabels)
+				}
+				c := pod.Spec.Containers[0]
+				env := map[string]string{}
+				for _, e := range c.Env {
+					env[e.Name] = e.Value
+				}
+				if env["HTTPS_PROXY"] != "http://proxy.example.com:3128" || env["NO_PROXY"] == "" || c.Env[0].Name != "GOMEMLIMIT" {
+					t.Errorf("%s: env %+v", name, c.Env)
+				}
+				sc := c.SecurityContext
+				if sc.RunAsUser == nil || *sc.RunAsUser != 65532 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+					sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+					t.Errorf("%s: container security context %+v", name, sc)
+				}
+			}
+		},
 		"small.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
 			for _, kind := range []string{"PodDisruptionBudget", "NetworkPolicy"} {
 				if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind }) {
@@ -541,6 +575,19 @@ func TestSchemaRejects(t *testing.T) {
 		{"a CommonName with a comma", `{webhook: {clientAuth: {commonNames: ["a,b"]}}}`, []string{"/webhook/clientAuth/commonNames/0"}},
 		{"negative in-flight cap", `{webhook: {maxInflightRequests: -1}}`, []string{"/webhook/maxInflightRequests", "minimum"}},
 		{"shared namespace switch not a boolean", `{allowSharedNamespace: "yes"}`, []string{"/allowSharedNamespace", "boolean"}},
+		{"pod label replacing the selector's", `{webhook: {podLabels: {app.kubernetes.io/component: other}}}`, []string{"/webhook/podLabels/app.kubernetes.io~1component"}},
+		{"pod label replacing the name", `{controller: {podLabels: {app.kubernetes.io/name: other}}}`, []string{"/controller/podLabels/app.kubernetes.io~1name"}},
+		{"pod label value not a string", `{webhook: {podLabels: {tier: 1}}}`, []string{"/webhook/podLabels/tier", "string"}},
+		{"pod annotation value not a string", `{controller: {podAnnotations: {sidecar.istio.io/inject: false}}}`, []string{"/controller/podAnnotations/sidecar.istio.io~1inject", "string"}},
+		{"topology spread without a key", `{webhook: {topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]}}`, []string{"/webhook/topologySpreadConstraints/0", "topologyKey"}},
+		{"topology spread of an unknown policy", `{controller: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes}]}}`, []string{"/controller/topologySpreadConstraints/0/whenUnsatisfiable"}},
+		{"env without a name", `{webhook: {extraEnv: [{value: "http://proxy:3128"}]}}`, []string{"/webhook/extraEnv/0", "name"}},
+		{"env as a map", `{controller: {extraEnv: {HTTPS_PROXY: "http://proxy:3128"}}}`, []string{"/controller/extraEnv", "array"}},
+		{"env replacing GOMEMLIMIT", `{webhook: {extraEnv: [{name: GOMEMLIMIT, value: 1GiB}]}}`, []string{"/webhook/extraEnv/0/name"}},
+		{"privilege escalation", `{containerSecurityContext: {allowPrivilegeEscalation: true}}`, []string{"/containerSecurityContext/allowPrivilegeEscalation"}},
+		{"privileged containers", `{containerSecurityContext: {privileged: true}}`, []string{"/containerSecurityContext/privileged"}},
+		{"capabilities not dropped", `{containerSecurityContext: {capabilities: {drop: [NET_RAW]}}}`, []string{"/containerSecurityContext/capabilities/drop"}},
+		{"a capability added", `{containerSecurityContext: {capabilities: {add: [NET_ADMIN]}}}`, []string{"/containerSecurityContext/capabilities/add/0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := map[string]any{}
@@ -558,7 +605,8 @@ func TestSchemaRejects(t *testing.T) {
 			}
 		})
 	}
-	// And the templates' own checks, which the schema cannot express clearly.
+	// And the templates' own checks, which the schema cannot express clearly or which hold even
+	// with --skip-schema-validation.
 	for values, want := range map[string]string{
 		`{controller: {reconcilers: {installPlanOwners: false, subscriptionDrift: false, csvCleanup: false, unpackJobs: false, catalogPods: false, olmAudit: false}}}`: "controller.reconcilers: enable at least one reconciler",
 		`{commonLabels: {app.kubernetes.io/name: other}}`: "commonLabels: app.kubernetes.io/name is olmguard's own label",
@@ -569,6 +617,20 @@ func TestSchemaRejects(t *testing.T) {
 		}
 		if _, err := charts.Templates(ch, charts.Options{Values: vals}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error saying %q", values, err, want)
+		}
+	}
+	for values, want := range map[string]string{
+		`{webhook: {extraEnv: [{name: GOMEMLIMIT, value: 1GiB}]}}`:     "extraEnv: GOMEMLIMIT is set by the chart",
+		`{webhook: {podLabels: {app.kubernetes.io/component: other}}}`: "webhook.podLabels: app.kubernetes.io/component is olmguard's own label",
+		`{controller: {podLabels: {app.kubernetes.io/name: other}}}`:   "controller.podLabels: app.kubernetes.io/name is olmguard's own label",
+		`{commonLabels: {app.kubernetes.io/component: other}}`:         "commonLabels: app.kubernetes.io/component is olmguard's own label",
+	} {
+		vals := map[string]any{}
+		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := charts.Templates(ch, charts.Options{Values: vals, SkipSchemaValidation: true}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("without the schema, %s: %v, want an error saying %q", values, err, want)
 		}
 	}
 }
@@ -701,6 +763,19 @@ func TestKustomizeApplyOrder(t *testing.T) {
 		firstWebhooks := slices.IndexFunc(objs, func(o *unstructured.Unstructured) bool { return strings.HasSuffix(o.GetKind(), "WebhookConfiguration") })
 		if lastDeployment < 0 || firstWebhooks < lastDeployment {
 			t.Errorf("%s: webhook configurations at %d, before the controller's Deployment at %d", overlay, firstWebhooks, lastDeployment)
+		}
+	}
+}
+
+// TestContainerSecurityContextDefault: without containerSecurityContext, both containers keep the
+// restricted context the chart always had.
+func TestContainerSecurityContextDefault(t *testing.T) {
+	objs := objects(t, charts.Options{})
+	for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+		sc := typed[appsv1.Deployment](t, objs, "Deployment", name).Spec.Template.Spec.Containers[0].SecurityContext
+		want := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+		if diff := cmp.Diff(want, sc); diff != "" {
+			t.Errorf("%s: container security context (-want +got):\n%s", name, diff)
 		}
 	}
 }

@@ -4,7 +4,7 @@ olmguard's Deployments and webhook configurations, so commonLabels cannot replac
 */}}
 {{- define "olmguard.labels" -}}
 {{- range $k, $_ := .Values.commonLabels }}
-{{- if has $k (list "app.kubernetes.io/name" "app.kubernetes.io/component" "app.kubernetes.io/part-of") }}
+{{- if has $k (include "olmguard.ownLabels" $ | fromJsonArray) }}
 {{- fail (printf "commonLabels: %s is olmguard's own label (kubectl olmguard uninstall finds olmguard's objects by app.kubernetes.io/name=olmguard)" $k) }}
 {{- end }}
 {{- end -}}
@@ -59,6 +59,16 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- with .values.topologySpreadConstraints }}
+topologySpreadConstraints:
+{{- range . }}
+{{- $c := . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $c = merge (dict "labelSelector" (dict "matchLabels" (include "olmguard.selector" $.component | fromYaml))) $c }}
+{{- end }}
+  - {{ toYaml $c | nindent 4 | trim }}
+{{- end }}
+{{- end }}
 affinity:
 {{- if .values.affinity }}
   {{- toYaml .values.affinity | nindent 2 }}
@@ -74,12 +84,47 @@ affinity:
 {{- end }}
 {{- end }}
 
-{{/* The container security context of both binaries: what Pod Security "restricted" requires. */}}
+{{/*
+The metadata of one component's pod template (.values: .Values.webhook or .Values.controller): the
+component's labels and its podLabels, which may not replace olmguard's own labels (the selector's
+among them: a Deployment whose pods lose a selector label owns none), and its podAnnotations.
+*/}}
+{{- define "olmguard.podMetadata" -}}
+{{- range $k, $_ := .values.podLabels }}
+{{- if has $k (include "olmguard.ownLabels" $.root | fromJsonArray) }}
+{{- fail (printf "%s.podLabels: %s is olmguard's own label (the Deployment selects its pods by app.kubernetes.io/name and component)" $.component $k) }}
+{{- end }}
+{{- end -}}
+labels:
+  {{- include "olmguard.componentLabels" (dict "root" .root "component" .component) | nindent 2 }}
+  {{- with .values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with .values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The labels commonLabels and podLabels may not set: olmguard's own. */}}
+{{- define "olmguard.ownLabels" -}}
+{{ list "app.kubernetes.io/name" "app.kubernetes.io/component" "app.kubernetes.io/part-of" | toJson }}
+{{- end }}
+
+{{/* The container security context of both binaries (containerSecurityContext): by default what
+Pod Security "restricted" requires, and the schema keeps it so. */}}
 {{- define "olmguard.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop: [ALL]
+{{ toYaml .Values.containerSecurityContext }}
+{{- end }}
+
+{{/* Further environment variables of one container (.values.extraEnv), after GOMEMLIMIT. */}}
+{{- define "olmguard.extraEnv" -}}
+{{- range .extraEnv }}
+{{- if eq .name "GOMEMLIMIT" }}
+{{- fail "extraEnv: GOMEMLIMIT is set by the chart from the memory limit" }}
+{{- end }}
+{{- end }}
+{{- with .extraEnv }}{{ toYaml . }}{{ end }}
 {{- end }}
 
 {{/*
