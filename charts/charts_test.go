@@ -475,6 +475,13 @@ func TestExamples(t *testing.T) {
 				}
 			}
 		},
+		"registry.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+				if img := typed[appsv1.Deployment](t, objs, "Deployment", name).Spec.Template.Spec.Containers[0].Image; img != "mirror.example.com:5000/olmguard/olmguard:v0.1.0" {
+					t.Errorf("%s: image %s", name, img)
+				}
+			}
+		},
 		"small.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
 			for _, kind := range []string{"PodDisruptionBudget", "NetworkPolicy"} {
 				if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind }) {
@@ -575,6 +582,9 @@ func TestSchemaRejects(t *testing.T) {
 		{"a CommonName with a comma", `{webhook: {clientAuth: {commonNames: ["a,b"]}}}`, []string{"/webhook/clientAuth/commonNames/0"}},
 		{"negative in-flight cap", `{webhook: {maxInflightRequests: -1}}`, []string{"/webhook/maxInflightRequests", "minimum"}},
 		{"shared namespace switch not a boolean", `{allowSharedNamespace: "yes"}`, []string{"/allowSharedNamespace", "boolean"}},
+		{"registry with a scheme", `{image: {registry: "https://mirror.example.com"}}`, []string{"/image/registry", "does not match pattern"}},
+		{"registry with a tag", `{image: {registry: "mirror.example.com/olmguard:v1"}}`, []string{"/image/registry"}},
+		{"global registry not a string", `{global: {imageRegistry: [mirror.example.com]}}`, []string{"/global/imageRegistry", "string"}},
 		{"pod label replacing the selector's", `{webhook: {podLabels: {app.kubernetes.io/component: other}}}`, []string{"/webhook/podLabels/app.kubernetes.io~1component"}},
 		{"pod label replacing the name", `{controller: {podLabels: {app.kubernetes.io/name: other}}}`, []string{"/controller/podLabels/app.kubernetes.io~1name"}},
 		{"pod label value not a string", `{webhook: {podLabels: {tier: 1}}}`, []string{"/webhook/podLabels/tier", "string"}},
@@ -777,5 +787,39 @@ func TestContainerSecurityContextDefault(t *testing.T) {
 		if diff := cmp.Diff(want, sc); diff != "" {
 			t.Errorf("%s: container security context (-want +got):\n%s", name, diff)
 		}
+	}
+}
+
+// TestImageRegistry: image.registry, else global.imageRegistry, replaces the repository's registry
+// host (or goes before a repository without one); other global values change nothing.
+func TestImageRegistry(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values string
+		want   string
+	}{
+		{"defaults", `{}`, "ghcr.io/olmguard/olmguard:v0.1.0"},
+		{"other global values", `{global: {storageClass: fast, imagePullSecrets: [x]}}`, "ghcr.io/olmguard/olmguard:v0.1.0"},
+		{"image registry", `{image: {registry: mirror.example.com}}`, "mirror.example.com/olmguard/olmguard:v0.1.0"},
+		{"global registry", `{global: {imageRegistry: "mirror.example.com:5000"}}`, "mirror.example.com:5000/olmguard/olmguard:v0.1.0"},
+		{"image registry wins", `{global: {imageRegistry: global.example.com}, image: {registry: own.example.com}}`, "own.example.com/olmguard/olmguard:v0.1.0"},
+		{"registry with a path and a slash", `{image: {registry: registry.example.com/mirror/}}`, "registry.example.com/mirror/olmguard/olmguard:v0.1.0"},
+		{"repository without a host", `{image: {registry: mirror.example.com, repository: team/olmguard}}`, "mirror.example.com/team/olmguard:v0.1.0"},
+		{"localhost repository", `{image: {registry: mirror.example.com, repository: localhost/olmguard}}`, "mirror.example.com/olmguard:v0.1.0"},
+		{"digest", `{global: {imageRegistry: mirror.example.com}, image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}`,
+			"mirror.example.com/olmguard/olmguard@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			objs := objects(t, charts.Options{Values: vals})
+			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+				if img := typed[appsv1.Deployment](t, objs, "Deployment", name).Spec.Template.Spec.Containers[0].Image; img != tc.want {
+					t.Errorf("%s: image %s, want %s", name, img, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -27,12 +27,26 @@ app.kubernetes.io/name: olmguard
 app.kubernetes.io/component: {{ . }}
 {{- end }}
 
-{{/* The image of both binaries: a digest wins over the tag; the tag defaults to appVersion. */}}
+{{/*
+The image of both binaries: a digest wins over the tag; the tag defaults to appVersion. A registry
+(image.registry, else global.imageRegistry) replaces the repository's registry host (its first
+path element when that has a dot or a port, or is localhost) or, without one, is put before it.
+*/}}
 {{- define "olmguard.image" -}}
+{{- $repo := .Values.image.repository -}}
+{{- $registry := .Values.image.registry | default (dig "imageRegistry" "" (.Values.global | default dict)) | trimSuffix "/" -}}
+{{- if $registry -}}
+{{- $parts := splitList "/" $repo -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $repo = rest $parts | join "/" -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" $registry $repo -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
-{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{ $repo }}@{{ .Values.image.digest }}
 {{- else -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ $repo }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 {{- end }}
 
