@@ -20,9 +20,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -357,6 +359,12 @@ func TestExamples(t *testing.T) {
 			if r := *typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Replicas; r != 3 {
 				t.Errorf("replicas %d", r)
 			}
+			if pdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", "olmguard-webhook").Spec; pdb.MinAvailable == nil || *pdb.MinAvailable != intstr.FromInt32(2) || pdb.MaxUnavailable != nil {
+				t.Errorf("webhook disruption budget %+v", pdb)
+			}
+			if pdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", "olmguard-controller").Spec; pdb.MaxUnavailable == nil || *pdb.MaxUnavailable != intstr.FromString("50%") || pdb.MinAvailable != nil {
+				t.Errorf("controller disruption budget %+v", pdb)
+			}
 		},
 		"controller-tuning.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
 			o, r := parseController(t, args(t, objs, "olmguard-controller"))
@@ -585,6 +593,10 @@ func TestSchemaRejects(t *testing.T) {
 		{"registry with a scheme", `{image: {registry: "https://mirror.example.com"}}`, []string{"/image/registry", "does not match pattern"}},
 		{"registry with a tag", `{image: {registry: "mirror.example.com/olmguard:v1"}}`, []string{"/image/registry"}},
 		{"global registry not a string", `{global: {imageRegistry: [mirror.example.com]}}`, []string{"/global/imageRegistry", "string"}},
+		{"both disruption budgets", `{webhook: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}}`, []string{"/webhook/podDisruptionBudget", "'not' failed"}},
+		{"disruption budget of a fraction", `{controller: {podDisruptionBudget: {maxUnavailable: "0.5"}}}`, []string{"/controller/podDisruptionBudget/maxUnavailable"}},
+		{"negative disruption budget", `{webhook: {podDisruptionBudget: {minAvailable: -1}}}`, []string{"/webhook/podDisruptionBudget/minAvailable"}},
+		{"unknown disruption budget field", `{webhook: {podDisruptionBudget: {enabled: false}}}`, []string{"/webhook/podDisruptionBudget", "additional properties 'enabled' not allowed"}},
 		{"pod label replacing the selector's", `{webhook: {podLabels: {app.kubernetes.io/component: other}}}`, []string{"/webhook/podLabels/app.kubernetes.io~1component"}},
 		{"pod label replacing the name", `{controller: {podLabels: {app.kubernetes.io/name: other}}}`, []string{"/controller/podLabels/app.kubernetes.io~1name"}},
 		{"pod label value not a string", `{webhook: {podLabels: {tier: 1}}}`, []string{"/webhook/podLabels/tier", "string"}},
@@ -630,10 +642,11 @@ func TestSchemaRejects(t *testing.T) {
 		}
 	}
 	for values, want := range map[string]string{
-		`{webhook: {extraEnv: [{name: GOMEMLIMIT, value: 1GiB}]}}`:     "extraEnv: GOMEMLIMIT is set by the chart",
-		`{webhook: {podLabels: {app.kubernetes.io/component: other}}}`: "webhook.podLabels: app.kubernetes.io/component is olmguard's own label",
-		`{controller: {podLabels: {app.kubernetes.io/name: other}}}`:   "controller.podLabels: app.kubernetes.io/name is olmguard's own label",
-		`{commonLabels: {app.kubernetes.io/component: other}}`:         "commonLabels: app.kubernetes.io/component is olmguard's own label",
+		`{webhook: {extraEnv: [{name: GOMEMLIMIT, value: 1GiB}]}}`:                  "extraEnv: GOMEMLIMIT is set by the chart",
+		`{webhook: {podLabels: {app.kubernetes.io/component: other}}}`:              "webhook.podLabels: app.kubernetes.io/component is olmguard's own label",
+		`{controller: {podLabels: {app.kubernetes.io/name: other}}}`:                "controller.podLabels: app.kubernetes.io/name is olmguard's own label",
+		`{commonLabels: {app.kubernetes.io/component: other}}`:                      "commonLabels: app.kubernetes.io/component is olmguard's own label",
+		`{controller: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}}`: "controller.podDisruptionBudget: set minAvailable or maxUnavailable, not both",
 	} {
 		vals := map[string]any{}
 		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
@@ -818,6 +831,38 @@ func TestImageRegistry(t *testing.T) {
 			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
 				if img := typed[appsv1.Deployment](t, objs, "Deployment", name).Spec.Template.Spec.Containers[0].Image; img != tc.want {
 					t.Errorf("%s: image %s, want %s", name, img, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestPodDisruptionBudgets: minAvailable 1 by default; minAvailable or maxUnavailable as set,
+// including 0.
+func TestPodDisruptionBudgets(t *testing.T) {
+	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
+	for _, tc := range []struct {
+		name     string
+		values   string
+		min, max *intstr.IntOrString
+	}{
+		{"defaults", `{}`, &one, nil},
+		{"minAvailable 0", `{webhook: {podDisruptionBudget: {minAvailable: 0}}, controller: {podDisruptionBudget: {minAvailable: 0}}}`, &zero, nil},
+		{"maxUnavailable", `{webhook: {podDisruptionBudget: {maxUnavailable: 1}}, controller: {podDisruptionBudget: {maxUnavailable: 1}}}`, nil, &one},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			objs := objects(t, charts.Options{Values: vals})
+			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+				spec := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", name).Spec
+				if diff := cmp.Diff(tc.min, spec.MinAvailable); diff != "" {
+					t.Errorf("%s minAvailable (-want +got):\n%s", name, diff)
+				}
+				if diff := cmp.Diff(tc.max, spec.MaxUnavailable); diff != "" {
+					t.Errorf("%s maxUnavailable (-want +got):\n%s", name, diff)
 				}
 			}
 		})

@@ -206,3 +206,19 @@ OLM's. olmguard's Roles, NetworkPolicy and webhook exclusions there would reach 
 {{- fail (printf "namespace %s is shared with Kubernetes' or OLM's own workloads: install olmguard into a namespace of its own (olmguard-system), or set allowSharedNamespace=true to install there anyway" .Release.Namespace) }}
 {{- end }}
 {{- end }}
+
+{{/*
+The disruption budget of one component's PodDisruptionBudget (.values.podDisruptionBudget):
+minAvailable or maxUnavailable, not both; neither: minAvailable 1.
+*/}}
+{{- define "olmguard.disruptionBudget" -}}
+{{- $pdb := .values.podDisruptionBudget | default dict -}}
+{{- if and (hasKey $pdb "minAvailable") (hasKey $pdb "maxUnavailable") -}}
+{{- fail (printf "%s.podDisruptionBudget: set minAvailable or maxUnavailable, not both" .component) -}}
+{{- end -}}
+{{- if hasKey $pdb "maxUnavailable" -}}
+maxUnavailable: {{ $pdb.maxUnavailable | toJson }}
+{{- else -}}
+minAvailable: {{ hasKey $pdb "minAvailable" | ternary $pdb.minAvailable 1 | toJson }}
+{{- end -}}
+{{- end }}
