@@ -490,6 +490,24 @@ func TestExamples(t *testing.T) {
 				}
 			}
 		},
+		"host-network.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
+			if port := webhookPort(t, objs); port != 10260 {
+				t.Errorf("webhook port %d", port)
+			}
+			if s := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Template.Spec; !s.HostNetwork || s.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+				t.Errorf("hostNetwork %v, dnsPolicy %s", s.HostNetwork, s.DNSPolicy)
+			}
+			if s := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-controller").Spec.Template.Spec; s.HostNetwork {
+				t.Error("the controller on the host network")
+			}
+			for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+				for _, o := range objs {
+					if o.GetKind() == kind && o.GetAnnotations()["admissions.enforcer/disabled"] != "true" {
+						t.Errorf("%s annotations %v", kind, o.GetAnnotations())
+					}
+				}
+			}
+		},
 		"small.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
 			for _, kind := range []string{"PodDisruptionBudget", "NetworkPolicy"} {
 				if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind }) {
@@ -597,6 +615,12 @@ func TestSchemaRejects(t *testing.T) {
 		{"disruption budget of a fraction", `{controller: {podDisruptionBudget: {maxUnavailable: "0.5"}}}`, []string{"/controller/podDisruptionBudget/maxUnavailable"}},
 		{"negative disruption budget", `{webhook: {podDisruptionBudget: {minAvailable: -1}}}`, []string{"/webhook/podDisruptionBudget/minAvailable"}},
 		{"unknown disruption budget field", `{webhook: {podDisruptionBudget: {enabled: false}}}`, []string{"/webhook/podDisruptionBudget", "additional properties 'enabled' not allowed"}},
+		{"webhook port of the metrics", `{webhook: {port: 8080}}`, []string{"/webhook/port"}},
+		{"privileged webhook port", `{webhook: {port: 443}}`, []string{"/webhook/port", "minimum"}},
+		{"webhook port as a string", `{webhook: {port: "9443"}}`, []string{"/webhook/port", "integer"}},
+		{"hostNetwork not a boolean", `{webhook: {hostNetwork: "true"}}`, []string{"/webhook/hostNetwork", "boolean"}},
+		{"webhook configuration annotation not a string", `{webhook: {configurationAnnotations: {admissions.enforcer/disabled: true}}}`, []string{"/webhook/configurationAnnotations/admissions.enforcer~1disabled", "string"}},
+		{"webhook configuration annotation of cert-manager", `{webhook: {configurationAnnotations: {cert-manager.io/inject-ca-from: other/ca}}}`, []string{"/webhook/configurationAnnotations/cert-manager.io~1inject-ca-from"}},
 		{"pod label replacing the selector's", `{webhook: {podLabels: {app.kubernetes.io/component: other}}}`, []string{"/webhook/podLabels/app.kubernetes.io~1component"}},
 		{"pod label replacing the name", `{controller: {podLabels: {app.kubernetes.io/name: other}}}`, []string{"/controller/podLabels/app.kubernetes.io~1name"}},
 		{"pod label value not a string", `{webhook: {podLabels: {tier: 1}}}`, []string{"/webhook/podLabels/tier", "string"}},
@@ -642,11 +666,12 @@ func TestSchemaRejects(t *testing.T) {
 		}
 	}
 	for values, want := range map[string]string{
-		`{webhook: {extraEnv: [{name: GOMEMLIMIT, value: 1GiB}]}}`:                  "extraEnv: GOMEMLIMIT is set by the chart",
-		`{webhook: {podLabels: {app.kubernetes.io/component: other}}}`:              "webhook.podLabels: app.kubernetes.io/component is olmguard's own label",
-		`{controller: {podLabels: {app.kubernetes.io/name: other}}}`:                "controller.podLabels: app.kubernetes.io/name is olmguard's own label",
-		`{commonLabels: {app.kubernetes.io/component: other}}`:                      "commonLabels: app.kubernetes.io/component is olmguard's own label",
-		`{controller: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}}`: "controller.podDisruptionBudget: set minAvailable or maxUnavailable, not both",
+		`{webhook: {extraEnv: [{name: GOMEMLIMIT, value: 1GiB}]}}`:                                                            "extraEnv: GOMEMLIMIT is set by the chart",
+		`{webhook: {podLabels: {app.kubernetes.io/component: other}}}`:                                                        "webhook.podLabels: app.kubernetes.io/component is olmguard's own label",
+		`{controller: {podLabels: {app.kubernetes.io/name: other}}}`:                                                          "controller.podLabels: app.kubernetes.io/name is olmguard's own label",
+		`{commonLabels: {app.kubernetes.io/component: other}}`:                                                                "commonLabels: app.kubernetes.io/component is olmguard's own label",
+		`{controller: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}}`:                                           "controller.podDisruptionBudget: set minAvailable or maxUnavailable, not both",
+		`{certificate: {mode: certManager}, webhook: {configurationAnnotations: {cert-manager.io/inject-ca-from: other/ca}}}`: "webhook.configurationAnnotations: cert-manager.io/inject-ca-from is the chart's",
 	} {
 		vals := map[string]any{}
 		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
@@ -864,6 +889,72 @@ func TestPodDisruptionBudgets(t *testing.T) {
 				if diff := cmp.Diff(tc.max, spec.MaxUnavailable); diff != "" {
 					t.Errorf("%s maxUnavailable (-want +got):\n%s", name, diff)
 				}
+			}
+		})
+	}
+}
+
+// webhookPort is the port the webhook listens on, checked to be the same everywhere: its --port
+// as cmd/webhook parses it, the container port named https, the port the Service's targetPort
+// names, and the port the webhook's NetworkPolicy admits (when rendered).
+func webhookPort(t *testing.T, objs []*unstructured.Unstructured) int {
+	t.Helper()
+	opts, _ := parseWebhook(t, args(t, objs, "olmguard-webhook"))
+	c := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Template.Spec.Containers[0]
+	svc := typed[corev1.Service](t, objs, "Service", "olmguard-webhook")
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 443 {
+		t.Fatalf("webhook Service ports %+v", svc.Spec.Ports)
+	}
+	target := svc.Spec.Ports[0].TargetPort
+	i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool {
+		return (target.Type == intstr.String && p.Name == target.StrVal) || (target.Type == intstr.Int && p.ContainerPort == target.IntVal)
+	})
+	if i < 0 {
+		t.Fatalf("the Service's targetPort %s is no port of the container %+v", target.String(), c.Ports)
+	}
+	if int(c.Ports[i].ContainerPort) != opts.Port {
+		t.Errorf("the Service targets container port %d, the webhook listens on --port=%d", c.Ports[i].ContainerPort, opts.Port)
+	}
+	if find(objs, "NetworkPolicy", "olmguard-webhook") != nil {
+		np := typed[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "olmguard-webhook")
+		if p := np.Spec.Ingress[0].Ports[0].Port; p == nil || p.IntValue() != opts.Port {
+			t.Errorf("the NetworkPolicy admits port %v, the webhook listens on %d", p, opts.Port)
+		}
+	}
+	return opts.Port
+}
+
+// TestWebhookPort: webhook.port is the port the webhook listens on, its container port, the
+// Service's target and the NetworkPolicy's, with and without hostNetwork (which also sets the DNS
+// policy a host-network pod needs to resolve cluster names).
+func TestWebhookPort(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values string
+		port   int
+		host   bool
+	}{
+		{"defaults", `{}`, 9443, false},
+		{"another port", `{webhook: {port: 10443}}`, 10443, false},
+		{"host network", `{webhook: {hostNetwork: true, port: 10260}}`, 10260, true},
+		{"host network, CIDRs", `{webhook: {hostNetwork: true, port: 10260}, networkPolicy: {webhookIngressCIDRs: [10.0.0.0/24]}}`, 10260, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			objs := objects(t, charts.Options{Values: vals})
+			if port := webhookPort(t, objs); port != tc.port {
+				t.Errorf("port %d, want %d", port, tc.port)
+			}
+			s := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Template.Spec
+			wantDNS := corev1.DNSPolicy("")
+			if tc.host {
+				wantDNS = corev1.DNSClusterFirstWithHostNet
+			}
+			if s.HostNetwork != tc.host || s.DNSPolicy != wantDNS {
+				t.Errorf("hostNetwork %v, dnsPolicy %q", s.HostNetwork, s.DNSPolicy)
 			}
 		})
 	}

@@ -161,11 +161,21 @@ matchLabels:
 {{- end }}
 {{- end }}
 
-{{/* Annotations of the webhook configurations: cert-manager's cainjector fills their CA bundle. */}}
+{{/*
+Annotations of the webhook configurations: webhook.configurationAnnotations (e.g. AKS's
+admissions.enforcer/disabled), and in the certManager mode the one by which cert-manager's
+cainjector fills their CA bundle, which they may not replace.
+*/}}
 {{- define "olmguard.webhookConfigurationAnnotations" -}}
-{{- if eq .Values.certificate.mode "certManager" -}}
-cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/olmguard-webhook
+{{- $a := .Values.webhook.configurationAnnotations | default dict -}}
+{{- if hasKey $a "cert-manager.io/inject-ca-from" -}}
+{{- fail "webhook.configurationAnnotations: cert-manager.io/inject-ca-from is the chart's (certificate.mode certManager)" -}}
 {{- end -}}
+{{- $a = deepCopy $a -}}
+{{- if eq .Values.certificate.mode "certManager" -}}
+{{- $_ := set $a "cert-manager.io/inject-ca-from" (printf "%s/olmguard-webhook" .Release.Namespace) -}}
+{{- end -}}
+{{- with $a }}{{ toYaml . }}{{ end -}}
 {{- end }}
 
 {{/* The webhook's serving certificate Secret when it is mounted (certManager, existingSecret). */}}
