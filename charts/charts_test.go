@@ -421,7 +421,18 @@ func TestExamples(t *testing.T) {
 			}
 			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 			if len(eps) != 1 || eps[0].(map[string]any)["interval"] != "15s" {
-				t.Errorf("endpoints %v", eps)
+				t.Fatalf("endpoints %v", eps)
+			}
+			ep := eps[0].(map[string]any)
+			want := map[string]any{
+				"port": "metrics", "interval": "15s", "scrapeTimeout": "10s", "scheme": "https",
+				"authorization":     map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "olmguard-metrics-token", "key": "token"}},
+				"tlsConfig":         map[string]any{"insecureSkipVerify": true},
+				"relabelings":       []any{map[string]any{"targetLabel": "cluster", "replacement": "prod-eu-1", "action": "replace"}},
+				"metricRelabelings": []any{map[string]any{"sourceLabels": []any{"__name__"}, "regex": "go_.*", "action": "drop"}},
+			}
+			if diff := cmp.Diff(want, ep); diff != "" {
+				t.Errorf("endpoint (-want +got):\n%s", diff)
 			}
 			pr := find(objs, "PrometheusRule", "olmguard")
 			if pr == nil || pr.GetLabels()["release"] != "kube-prometheus-stack" {
@@ -621,6 +632,14 @@ func TestSchemaRejects(t *testing.T) {
 		{"hostNetwork not a boolean", `{webhook: {hostNetwork: "true"}}`, []string{"/webhook/hostNetwork", "boolean"}},
 		{"webhook configuration annotation not a string", `{webhook: {configurationAnnotations: {admissions.enforcer/disabled: true}}}`, []string{"/webhook/configurationAnnotations/admissions.enforcer~1disabled", "string"}},
 		{"webhook configuration annotation of cert-manager", `{webhook: {configurationAnnotations: {cert-manager.io/inject-ca-from: other/ca}}}`, []string{"/webhook/configurationAnnotations/cert-manager.io~1inject-ca-from"}},
+		{"scrape timeout without a unit", `{serviceMonitor: {scrapeTimeout: 10}}`, []string{"/serviceMonitor/scrapeTimeout", "string"}},
+		{"scrape timeout in Go's microseconds", `{serviceMonitor: {scrapeTimeout: 500us}}`, []string{"/serviceMonitor/scrapeTimeout", "does not match pattern"}},
+		{"relabeling of an unknown action", `{serviceMonitor: {relabelings: [{action: rename}]}}`, []string{"/serviceMonitor/relabelings/0/action"}},
+		{"metric relabeling with a misspelt field", `{serviceMonitor: {metricRelabelings: [{source_labels: [__name__]}]}}`, []string{"/serviceMonitor/metricRelabelings/0", "source_labels"}},
+		{"TLS config of an unknown field", `{serviceMonitor: {tlsConfig: {caFile: /etc/ca.crt}}}`, []string{"/serviceMonitor/tlsConfig", "caFile"}},
+		{"credentials without a key", `{serviceMonitor: {authorization: {credentials: {name: olmguard-metrics-token}}}}`, []string{"/serviceMonitor/authorization/credentials"}},
+		{"basic authorization", `{serviceMonitor: {authorization: {type: Basic, credentials: {name: s, key: k}}}}`, []string{"/serviceMonitor/authorization/type"}},
+		{"bearer token file", `{serviceMonitor: {bearerTokenFile: /token}}`, []string{"/serviceMonitor", "bearerTokenFile"}},
 		{"pod label replacing the selector's", `{webhook: {podLabels: {app.kubernetes.io/component: other}}}`, []string{"/webhook/podLabels/app.kubernetes.io~1component"}},
 		{"pod label replacing the name", `{controller: {podLabels: {app.kubernetes.io/name: other}}}`, []string{"/controller/podLabels/app.kubernetes.io~1name"}},
 		{"pod label value not a string", `{webhook: {podLabels: {tier: 1}}}`, []string{"/webhook/podLabels/tier", "string"}},
@@ -955,6 +974,41 @@ func TestWebhookPort(t *testing.T) {
 			}
 			if s.HostNetwork != tc.host || s.DNSPolicy != wantDNS {
 				t.Errorf("hostNetwork %v, dnsPolicy %q", s.HostNetwork, s.DNSPolicy)
+			}
+		})
+	}
+}
+
+// TestServiceMonitorCredentials: without credentials, Prometheus' own token (bearerTokenFile, as
+// before); with a Secret, authorization from it and no bearerTokenFile.
+func TestServiceMonitorCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values string
+		want   map[string]any // of the endpoint: bearerTokenFile, authorization
+	}{
+		{"defaults", `{serviceMonitor: {enabled: true}}`, map[string]any{"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}},
+		{"a Secret", `{serviceMonitor: {enabled: true, authorization: {credentials: {name: tok, key: token}}}}`,
+			map[string]any{"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "tok", "key": "token"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			sm := find(objects(t, charts.Options{Values: vals}), "ServiceMonitor", "olmguard")
+			if sm == nil {
+				t.Fatal("no ServiceMonitor")
+			}
+			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+			got := map[string]any{}
+			for _, k := range []string{"bearerTokenFile", "authorization"} {
+				if v, ok := eps[0].(map[string]any)[k]; ok {
+					got[k] = v
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("credentials (-want +got):\n%s", diff)
 			}
 		})
 	}
