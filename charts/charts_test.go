@@ -640,6 +640,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"credentials without a key", `{serviceMonitor: {authorization: {credentials: {name: olmguard-metrics-token}}}}`, []string{"/serviceMonitor/authorization/credentials"}},
 		{"basic authorization", `{serviceMonitor: {authorization: {type: Basic, credentials: {name: s, key: k}}}}`, []string{"/serviceMonitor/authorization/type"}},
 		{"bearer token file", `{serviceMonitor: {bearerTokenFile: /token}}`, []string{"/serviceMonitor", "bearerTokenFile"}},
+		{"pod label of Helm's", `{webhook: {podLabels: {helm.sh/chart: other}}}`, []string{"/webhook/podLabels/helm.sh~1chart"}},
+		{"fullnameOverride not a string", `{fullnameOverride: [guard]}`, []string{"/fullnameOverride", "string"}},
 		{"pod label replacing the selector's", `{webhook: {podLabels: {app.kubernetes.io/component: other}}}`, []string{"/webhook/podLabels/app.kubernetes.io~1component"}},
 		{"pod label replacing the name", `{controller: {podLabels: {app.kubernetes.io/name: other}}}`, []string{"/controller/podLabels/app.kubernetes.io~1name"}},
 		{"pod label value not a string", `{webhook: {podLabels: {tier: 1}}}`, []string{"/webhook/podLabels/tier", "string"}},
@@ -674,7 +676,9 @@ func TestSchemaRejects(t *testing.T) {
 	// with --skip-schema-validation.
 	for values, want := range map[string]string{
 		`{controller: {reconcilers: {installPlanOwners: false, subscriptionDrift: false, csvCleanup: false, unpackJobs: false, catalogPods: false, olmAudit: false}}}`: "controller.reconcilers: enable at least one reconciler",
-		`{commonLabels: {app.kubernetes.io/name: other}}`: "commonLabels: app.kubernetes.io/name is olmguard's own label",
+		`{commonLabels: {app.kubernetes.io/name: other}}`:         "commonLabels: app.kubernetes.io/name is olmguard's own label",
+		`{commonLabels: {app.kubernetes.io/managed-by: kubectl}}`: "commonLabels: app.kubernetes.io/managed-by is olmguard's own label",
+		`{fullnameOverride: guard}`:                               `fullnameOverride "guard": olmguard's object names are fixed`,
 	} {
 		vals := map[string]any{}
 		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
@@ -1011,5 +1015,84 @@ func TestServiceMonitorCredentials(t *testing.T) {
 				t.Errorf("credentials (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestStandardLabels: every object the chart renders, and every pod template, carries Helm's
+// standard labels for the release, with the defaults and with every example.
+func TestStandardLabels(t *testing.T) {
+	ch := load(t)
+	want := map[string]string{
+		"helm.sh/chart":                "olmguard-" + ch.Metadata.Version,
+		"app.kubernetes.io/instance":   "guard",
+		"app.kubernetes.io/version":    ch.Metadata.AppVersion,
+		"app.kubernetes.io/managed-by": "Helm",
+		"app.kubernetes.io/name":       "olmguard",
+	}
+	for _, ex := range withDefaults(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			objs, err := charts.Objects(ch, charts.Options{ReleaseName: "guard", Values: ex.values})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range objs {
+				sets := []map[string]string{o.GetLabels()}
+				if l, ok, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels"); ok {
+					sets = append(sets, l)
+				}
+				for _, labels := range sets {
+					for k, v := range want {
+						if labels[k] != v {
+							t.Errorf("%s %s: label %s=%q, want %q", o.GetKind(), o.GetName(), k, labels[k], v)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestKustomizeLeavesOutHelmLabels: the kustomize tree is not a Helm release: no object of any
+// overlay (with every component) carries helm.sh/chart, app.kubernetes.io/managed-by or
+// app.kubernetes.io/version (which an overlay's image may make wrong), while olmguard's own labels
+// and app.kubernetes.io/instance stay.
+func TestKustomizeLeavesOutHelmLabels(t *testing.T) {
+	if !slices.Equal(charts.KustomizeDropsLabels, []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/version"}) {
+		t.Errorf("KustomizeDropsLabels %v", charts.KustomizeDropsLabels)
+	}
+	for _, overlay := range manifests.Overlays {
+		objs, err := manifests.Objects(overlay, "", "servicemonitor", "prometheusrule")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			sets := []map[string]string{o.GetLabels()}
+			if l, ok, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels"); ok {
+				sets = append(sets, l)
+			}
+			for _, labels := range sets {
+				for _, l := range charts.KustomizeDropsLabels {
+					if _, ok := labels[l]; ok {
+						t.Errorf("%s: %s %s has label %s", overlay, o.GetKind(), o.GetName(), l)
+					}
+				}
+				if labels["app.kubernetes.io/name"] != "olmguard" || labels["app.kubernetes.io/instance"] != charts.DefaultReleaseName {
+					t.Errorf("%s: %s %s labels %v", overlay, o.GetKind(), o.GetName(), labels)
+				}
+			}
+		}
+	}
+}
+
+// TestFullnameOverride: "" and olmguard render olmguard's fixed names; nothing else renders.
+func TestFullnameOverride(t *testing.T) {
+	for _, name := range []string{"", "olmguard"} {
+		objs := objects(t, charts.Options{Values: map[string]any{"fullnameOverride": name}})
+		for _, want := range []string{"olmguard-webhook", "olmguard-controller"} {
+			typed[appsv1.Deployment](t, objs, "Deployment", want)
+		}
+	}
+	if _, err := charts.Templates(load(t), charts.Options{Values: map[string]any{"fullnameOverride": "x"}}); err == nil || !strings.Contains(err.Error(), "Names that stay fixed") {
+		t.Errorf("fullnameOverride x: %v", err)
 	}
 }

@@ -10,9 +10,22 @@ olmguard's Deployments and webhook configurations, so commonLabels cannot replac
 {{- end -}}
 app.kubernetes.io/name: olmguard
 app.kubernetes.io/part-of: olmguard
+{{ include "olmguard.helmLabels" . }}
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/*
+Helm's standard labels. `make manifests` leaves helm.sh/chart, app.kubernetes.io/managed-by and
+app.kubernetes.io/version out of the kustomize tree (charts.KustomizeDropsLabels): kubectl apply -k
+is not a Helm release, and its image (so its version) may be changed by an overlay.
+*/}}
+{{- define "olmguard.helmLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | replace "+" "_" | trunc 63 | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* Labels of one component's objects and pods. */}}
@@ -120,9 +133,9 @@ annotations:
 {{- end }}
 {{- end }}
 
-{{/* The labels commonLabels and podLabels may not set: olmguard's own. */}}
+{{/* The labels commonLabels and podLabels may not set: olmguard's own and Helm's standard ones. */}}
 {{- define "olmguard.ownLabels" -}}
-{{ list "app.kubernetes.io/name" "app.kubernetes.io/component" "app.kubernetes.io/part-of" | toJson }}
+{{ list "app.kubernetes.io/name" "app.kubernetes.io/component" "app.kubernetes.io/part-of" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "helm.sh/chart" | toJson }}
 {{- end }}
 
 {{/* The container security context of both binaries (containerSecurityContext): by default what
@@ -210,8 +223,12 @@ OLM's. olmguard's Roles, NetworkPolicy and webhook exclusions there would reach 
 {{ list "kube-system" "kube-public" "kube-node-lease" "olm" "operator-lifecycle-manager" "openshift-operator-lifecycle-manager" "openshift-marketplace" "openshift-operators" "operators" | toJson }}
 {{- end }}
 
-{{/* Fails the render in a shared namespace unless allowSharedNamespace is set. */}}
+{{/* Fails the render in a shared namespace unless allowSharedNamespace is set, and on a
+fullnameOverride other than olmguard's own name. */}}
 {{- define "olmguard.checkNamespace" -}}
+{{- if not (has .Values.fullnameOverride (list "" "olmguard")) }}
+{{- fail (printf "fullnameOverride %q: olmguard's object names are fixed (its binaries, kubectl olmguard, its alerts and the webhook configurations use them; charts/olmguard/README.md, \"Names that stay fixed\"): leave it empty" .Values.fullnameOverride) }}
+{{- end }}
 {{- if and (has .Release.Namespace (include "olmguard.sharedNamespaces" . | fromJsonArray)) (not .Values.allowSharedNamespace) }}
 {{- fail (printf "namespace %s is shared with Kubernetes' or OLM's own workloads: install olmguard into a namespace of its own (olmguard-system), or set allowSharedNamespace=true to install there anyway" .Release.Namespace) }}
 {{- end }}
