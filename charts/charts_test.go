@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -1095,4 +1096,57 @@ func TestFullnameOverride(t *testing.T) {
 	if _, err := charts.Templates(load(t), charts.Options{Values: map[string]any{"fullnameOverride": "x"}}); err == nil || !strings.Contains(err.Error(), "Names that stay fixed") {
 		t.Errorf("fullnameOverride x: %v", err)
 	}
+}
+
+// TestValuesAreDocumented: every value of values.yaml (each leaf, or a map a row documents whole)
+// is named in a row of the README's tables: as itself, through an ancestor, as *.x for both
+// components, or in a group such as a.{b, c}.
+func TestValuesAreDocumented(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := regexp.MustCompile("`([^`]+)`")
+	group := regexp.MustCompile(`^([\w*.]+)\.\{([\w, ]+)\}$`)
+	named := map[string]bool{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		for _, m := range code.FindAllStringSubmatch(line, -1) {
+			toks := []string{m[1]}
+			if g := group.FindStringSubmatch(m[1]); g != nil {
+				toks = nil
+				for _, x := range strings.Split(g[2], ",") {
+					toks = append(toks, g[1]+"."+strings.TrimSpace(x))
+				}
+			}
+			for _, tok := range toks {
+				if rest, ok := strings.CutPrefix(tok, "*."); ok {
+					named["webhook."+rest], named["controller."+rest] = true, true
+				} else {
+					named[tok] = true
+				}
+			}
+		}
+	}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			p := prefix + k
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(p+".", sub)
+				continue
+			}
+			segs := strings.Split(p, ".")
+			documented := false
+			for i := 1; i <= len(segs); i++ {
+				documented = documented || named[strings.Join(segs[:i], ".")]
+			}
+			if !documented {
+				t.Errorf("values.yaml's %s is not named in a row of README.md's tables", p)
+			}
+		}
+	}
+	walk("", load(t).Values)
 }
