@@ -1150,3 +1150,25 @@ func TestValuesAreDocumented(t *testing.T) {
 	}
 	walk("", load(t).Values)
 }
+
+// TestWebhookConfigurationAnnotations: webhook.configurationAnnotations sit beside cert-manager's
+// injection annotation in the certManager mode, on both configurations.
+func TestWebhookConfigurationAnnotations(t *testing.T) {
+	objs := objects(t, charts.Options{Values: map[string]any{
+		"certificate": map[string]any{"mode": "certManager"},
+		"webhook":     map[string]any{"configurationAnnotations": map[string]any{"admissions.enforcer/disabled": "true"}},
+	}})
+	want := map[string]string{"admissions.enforcer/disabled": "true", "cert-manager.io/inject-ca-from": charts.DefaultNamespace + "/olmguard-webhook"}
+	n := 0
+	for _, o := range objs {
+		if strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
+			n++
+			if diff := cmp.Diff(want, o.GetAnnotations()); diff != "" {
+				t.Errorf("%s annotations (-want +got):\n%s", o.GetKind(), diff)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d webhook configurations", n)
+	}
+}
