@@ -5,10 +5,12 @@ import (
 	"encoding/pem"
 	"flag"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -627,7 +629,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"disruption budget of a fraction", `{controller: {podDisruptionBudget: {maxUnavailable: "0.5"}}}`, []string{"/controller/podDisruptionBudget/maxUnavailable"}},
 		{"negative disruption budget", `{webhook: {podDisruptionBudget: {minAvailable: -1}}}`, []string{"/webhook/podDisruptionBudget/minAvailable"}},
 		{"unknown disruption budget field", `{webhook: {podDisruptionBudget: {enabled: false}}}`, []string{"/webhook/podDisruptionBudget", "additional properties 'enabled' not allowed"}},
-		{"webhook port of the metrics", `{webhook: {port: 8080}}`, []string{"/webhook/port"}},
+		{"metrics port below 1024", `{webhook: {metricsPort: 80}}`, []string{"/webhook/metricsPort", "minimum"}},
+		{"probe port above 65535", `{webhook: {probePort: 70000}}`, []string{"/webhook/probePort", "maximum"}},
 		{"privileged webhook port", `{webhook: {port: 443}}`, []string{"/webhook/port", "minimum"}},
 		{"webhook port as a string", `{webhook: {port: "9443"}}`, []string{"/webhook/port", "integer"}},
 		{"hostNetwork not a boolean", `{webhook: {hostNetwork: "true"}}`, []string{"/webhook/hostNetwork", "boolean"}},
@@ -677,9 +680,11 @@ func TestSchemaRejects(t *testing.T) {
 	// with --skip-schema-validation.
 	for values, want := range map[string]string{
 		`{controller: {reconcilers: {installPlanOwners: false, subscriptionDrift: false, csvCleanup: false, unpackJobs: false, catalogPods: false, olmAudit: false}}}`: "controller.reconcilers: enable at least one reconciler",
-		`{commonLabels: {app.kubernetes.io/name: other}}`:         "commonLabels: app.kubernetes.io/name is olmguard's own label",
-		`{commonLabels: {app.kubernetes.io/managed-by: kubectl}}`: "commonLabels: app.kubernetes.io/managed-by is olmguard's own label",
-		`{fullnameOverride: guard}`:                               `fullnameOverride "guard": olmguard's object names are fixed`,
+		`{commonLabels: {app.kubernetes.io/name: other}}`:                                   "commonLabels: app.kubernetes.io/name is olmguard's own label",
+		`{commonLabels: {app.kubernetes.io/managed-by: kubectl}}`:                           "commonLabels: app.kubernetes.io/managed-by is olmguard's own label",
+		`{fullnameOverride: guard}`:                                                         `fullnameOverride "guard": olmguard's object names are fixed`,
+		`{webhook: {port: 8080}}`:                                                           "webhook.port 8080, webhook.metricsPort 8080 and webhook.probePort 8081 must differ",
+		`{webhook: {hostNetwork: true, port: 10260, metricsPort: 10261, probePort: 10261}}`: "webhook.port 10260, webhook.metricsPort 10261 and webhook.probePort 10261 must differ",
 	} {
 		vals := map[string]any{}
 		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
@@ -939,10 +944,41 @@ func webhookPort(t *testing.T, objs []*unstructured.Unstructured) int {
 	if int(c.Ports[i].ContainerPort) != opts.Port {
 		t.Errorf("the Service targets container port %d, the webhook listens on --port=%d", c.Ports[i].ContainerPort, opts.Port)
 	}
+	listens := map[string]int{"https": opts.Port}
+	for name, addr := range map[string]string{"metrics": opts.MetricsBindAddress, "probes": opts.HealthProbeBindAddress} {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatalf("%s address %q: %v", name, addr, err)
+		}
+		listens[name], _ = strconv.Atoi(port)
+	}
+	for name, port := range listens {
+		i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == name })
+		if i < 0 || int(c.Ports[i].ContainerPort) != port {
+			t.Errorf("container port %s: %+v, the webhook listens on %d", name, c.Ports, port)
+		}
+	}
+	if p := c.ReadinessProbe.HTTPGet.Port; p.StrVal != "probes" {
+		t.Errorf("readiness probe on port %s", p.String())
+	}
+	if ms := typed[corev1.Service](t, objs, "Service", "olmguard-webhook-metrics"); ms.Spec.Ports[0].TargetPort.StrVal != "metrics" {
+		t.Errorf("metrics Service targets %s", ms.Spec.Ports[0].TargetPort.String())
+	}
 	if find(objs, "NetworkPolicy", "olmguard-webhook") != nil {
 		np := typed[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "olmguard-webhook")
+		admitted := map[int]bool{}
+		for _, rule := range np.Spec.Ingress {
+			for _, p := range rule.Ports {
+				admitted[p.Port.IntValue()] = true
+			}
+		}
 		if p := np.Spec.Ingress[0].Ports[0].Port; p == nil || p.IntValue() != opts.Port {
-			t.Errorf("the NetworkPolicy admits port %v, the webhook listens on %d", p, opts.Port)
+			t.Errorf("the NetworkPolicy's first rule admits port %v, the webhook listens on %d", p, opts.Port)
+		}
+		for name, port := range listens {
+			if !admitted[port] || len(admitted) != 3 {
+				t.Errorf("the NetworkPolicy admits %v, not exactly the %s port %d and the others of %v", admitted, name, port, listens)
+			}
 		}
 	}
 	return opts.Port
@@ -962,6 +998,7 @@ func TestWebhookPort(t *testing.T) {
 		{"another port", `{webhook: {port: 10443}}`, 10443, false},
 		{"host network", `{webhook: {hostNetwork: true, port: 10260}}`, 10260, true},
 		{"host network, CIDRs", `{webhook: {hostNetwork: true, port: 10260}, networkPolicy: {webhookIngressCIDRs: [10.0.0.0/24]}}`, 10260, true},
+		{"host network, own metrics and probe ports", `{webhook: {hostNetwork: true, port: 10260, metricsPort: 10261, probePort: 10262}, networkPolicy: {webhookIngressCIDRs: [10.0.0.0/24]}}`, 10260, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := map[string]any{}

@@ -223,9 +223,13 @@ OLM's. olmguard's Roles, NetworkPolicy and webhook exclusions there would reach 
 {{ list "kube-system" "kube-public" "kube-node-lease" "olm" "operator-lifecycle-manager" "openshift-operator-lifecycle-manager" "openshift-marketplace" "openshift-operators" "operators" | toJson }}
 {{- end }}
 
-{{/* Fails the render in a shared namespace unless allowSharedNamespace is set, and on a
-fullnameOverride other than olmguard's own name. */}}
+{{/* Fails the render in a shared namespace unless allowSharedNamespace is set, on a
+fullnameOverride other than olmguard's own name, and when two of the webhook's ports are one. */}}
 {{- define "olmguard.checkNamespace" -}}
+{{- $w := .Values.webhook }}
+{{- if ne (list $w.port $w.metricsPort $w.probePort | uniq | len) 3 }}
+{{- fail (printf "webhook.port %v, webhook.metricsPort %v and webhook.probePort %v must differ" $w.port $w.metricsPort $w.probePort) }}
+{{- end }}
 {{- if not (has .Values.fullnameOverride (list "" "olmguard")) }}
 {{- fail (printf "fullnameOverride %q: olmguard's object names are fixed (its binaries, kubectl olmguard, its alerts and the webhook configurations use them; charts/olmguard/README.md, \"Names that stay fixed\"): leave it empty" .Values.fullnameOverride) }}
 {{- end }}
