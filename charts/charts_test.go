@@ -1017,6 +1017,15 @@ func TestWebhookPort(t *testing.T) {
 			if s.HostNetwork != tc.host || s.DNSPolicy != wantDNS {
 				t.Errorf("hostNetwork %v, dnsPolicy %q", s.HostNetwork, s.DNSPolicy)
 			}
+			// A surge pod cannot share a node with the pod it replaces on the host network.
+			ru := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Strategy.RollingUpdate
+			wantSurge, wantUnavailable := intstr.FromInt32(1), intstr.FromInt32(0)
+			if tc.host {
+				wantSurge, wantUnavailable = wantUnavailable, wantSurge
+			}
+			if *ru.MaxSurge != wantSurge || *ru.MaxUnavailable != wantUnavailable {
+				t.Errorf("rolling update maxSurge %s, maxUnavailable %s", ru.MaxSurge.String(), ru.MaxUnavailable.String())
+			}
 		})
 	}
 }
