@@ -89,6 +89,9 @@ type Options struct {
 	// KubeVersion is the cluster version templates see, as `helm template --kube-version`
 	// (default DefaultKubeVersion).
 	KubeVersion string
+	// SkipSchemaValidation renders without values.schema.json, as `helm install
+	// --skip-schema-validation`: the templates' own checks still apply.
+	SkipSchemaValidation bool
 }
 
 // DefaultKubeVersion is the Kubernetes version rendering assumes without a cluster: the one
@@ -138,6 +141,7 @@ func dryRun(ch *chart.Chart, o Options) (*release.Release, error) {
 	install.DryRunStrategy = action.DryRunClient
 	install.ReleaseName, install.Namespace = o.ReleaseName, o.Namespace
 	install.Replace = true
+	install.SkipSchemaValidation = o.SkipSchemaValidation
 	kv, err := common.ParseKubeVersion(o.KubeVersion)
 	if err != nil {
 		return nil, err

@@ -4,9 +4,13 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"flag"
+	"maps"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +21,14 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/olmguard/olmguard/charts"
@@ -353,6 +362,12 @@ func TestExamples(t *testing.T) {
 			if r := *typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Replicas; r != 3 {
 				t.Errorf("replicas %d", r)
 			}
+			if pdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", "olmguard-webhook").Spec; pdb.MinAvailable == nil || *pdb.MinAvailable != intstr.FromInt32(2) || pdb.MaxUnavailable != nil {
+				t.Errorf("webhook disruption budget %+v", pdb)
+			}
+			if pdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", "olmguard-controller").Spec; pdb.MaxUnavailable == nil || *pdb.MaxUnavailable != intstr.FromString("50%") || pdb.MinAvailable != nil {
+				t.Errorf("controller disruption budget %+v", pdb)
+			}
 		},
 		"controller-tuning.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
 			o, r := parseController(t, args(t, objs, "olmguard-controller"))
@@ -409,7 +424,18 @@ func TestExamples(t *testing.T) {
 			}
 			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 			if len(eps) != 1 || eps[0].(map[string]any)["interval"] != "15s" {
-				t.Errorf("endpoints %v", eps)
+				t.Fatalf("endpoints %v", eps)
+			}
+			ep := eps[0].(map[string]any)
+			want := map[string]any{
+				"port": "metrics", "interval": "15s", "scrapeTimeout": "10s", "scheme": "https",
+				"authorization":     map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "olmguard-metrics-token", "key": "token"}},
+				"tlsConfig":         map[string]any{"insecureSkipVerify": true},
+				"relabelings":       []any{map[string]any{"targetLabel": "cluster", "replacement": "prod-eu-1", "action": "replace"}},
+				"metricRelabelings": []any{map[string]any{"sourceLabels": []any{"__name__"}, "regex": "go_.*", "action": "drop"}},
+			}
+			if diff := cmp.Diff(want, ep); diff != "" {
+				t.Errorf("endpoint (-want +got):\n%s", diff)
 			}
 			pr := find(objs, "PrometheusRule", "olmguard")
 			if pr == nil || pr.GetLabels()["release"] != "kube-prometheus-stack" {
@@ -439,6 +465,61 @@ func TestExamples(t *testing.T) {
 			np := typed[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "olmguard-webhook")
 			if from := np.Spec.Ingress[0].From; len(from) != 1 || from[0].IPBlock == nil || from[0].IPBlock.CIDR != "10.0.0.0/24" {
 				t.Errorf("webhook port open to %+v", from)
+			}
+		},
+		"pods.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+				d := typed[appsv1.Deployment](t, objs, "Deployment", name)
+				pod := d.Spec.Template
+				if pod.Annotations["sidecar.istio.io/inject"] != "false" || pod.Labels["cost-centre"] != "platform" {
+					t.Errorf("%s: pod annotations %v, labels %v", name, pod.Annotations, pod.Labels)
+				}
+				if !labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(labels.Set(pod.Labels)) {
+					t.Errorf("%s: selector %v does not select its pods %v", name, d.Spec.Selector.MatchLabels, pod.Labels)
+				}
+				tsc := pod.Spec.TopologySpreadConstraints
+				if len(tsc) != 1 || tsc[0].TopologyKey != "topology.kubernetes.io/zone" || tsc[0].LabelSelector == nil ||
+					!maps.Equal(tsc[0].LabelSelector.MatchLabels, d.Spec.Selector.MatchLabels) {
+					t.Errorf("%s: topology spread %+v, want the zone and the pods' selector %v", name, tsc, d.Spec.Selector.MatchLabels)
+				}
+				c := pod.Spec.Containers[0]
+				env := map[string]string{}
+				for _, e := range c.Env {
+					env[e.Name] = e.Value
+				}
+				if env["HTTPS_PROXY"] != "http://proxy.example.com:3128" || env["NO_PROXY"] == "" || c.Env[0].Name != "GOMEMLIMIT" {
+					t.Errorf("%s: env %+v", name, c.Env)
+				}
+				sc := c.SecurityContext
+				if sc.RunAsUser == nil || *sc.RunAsUser != 65532 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+					sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+					t.Errorf("%s: container security context %+v", name, sc)
+				}
+			}
+		},
+		"registry.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+				if img := typed[appsv1.Deployment](t, objs, "Deployment", name).Spec.Template.Spec.Containers[0].Image; img != "mirror.example.com:5000/olmguard/olmguard:v0.1.0" {
+					t.Errorf("%s: image %s", name, img)
+				}
+			}
+		},
+		"host-network.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
+			if port := webhookPort(t, objs); port != 10260 {
+				t.Errorf("webhook port %d", port)
+			}
+			if s := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Template.Spec; !s.HostNetwork || s.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+				t.Errorf("hostNetwork %v, dnsPolicy %s", s.HostNetwork, s.DNSPolicy)
+			}
+			if s := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-controller").Spec.Template.Spec; s.HostNetwork {
+				t.Error("the controller on the host network")
+			}
+			for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+				for _, o := range objs {
+					if o.GetKind() == kind && o.GetAnnotations()["admissions.enforcer/disabled"] != "true" {
+						t.Errorf("%s annotations %v", kind, o.GetAnnotations())
+					}
+				}
 			}
 		},
 		"small.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -541,6 +622,43 @@ func TestSchemaRejects(t *testing.T) {
 		{"a CommonName with a comma", `{webhook: {clientAuth: {commonNames: ["a,b"]}}}`, []string{"/webhook/clientAuth/commonNames/0"}},
 		{"negative in-flight cap", `{webhook: {maxInflightRequests: -1}}`, []string{"/webhook/maxInflightRequests", "minimum"}},
 		{"shared namespace switch not a boolean", `{allowSharedNamespace: "yes"}`, []string{"/allowSharedNamespace", "boolean"}},
+		{"registry with a scheme", `{image: {registry: "https://mirror.example.com"}}`, []string{"/image/registry", "does not match pattern"}},
+		{"registry with a tag", `{image: {registry: "mirror.example.com/olmguard:v1"}}`, []string{"/image/registry"}},
+		{"global registry not a string", `{global: {imageRegistry: [mirror.example.com]}}`, []string{"/global/imageRegistry", "string"}},
+		{"both disruption budgets", `{webhook: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}}`, []string{"/webhook/podDisruptionBudget", "'not' failed"}},
+		{"disruption budget of a fraction", `{controller: {podDisruptionBudget: {maxUnavailable: "0.5"}}}`, []string{"/controller/podDisruptionBudget/maxUnavailable"}},
+		{"negative disruption budget", `{webhook: {podDisruptionBudget: {minAvailable: -1}}}`, []string{"/webhook/podDisruptionBudget/minAvailable"}},
+		{"unknown disruption budget field", `{webhook: {podDisruptionBudget: {enabled: false}}}`, []string{"/webhook/podDisruptionBudget", "additional properties 'enabled' not allowed"}},
+		{"metrics port below 1024", `{webhook: {metricsPort: 80}}`, []string{"/webhook/metricsPort", "minimum"}},
+		{"probe port above 65535", `{webhook: {probePort: 70000}}`, []string{"/webhook/probePort", "maximum"}},
+		{"privileged webhook port", `{webhook: {port: 443}}`, []string{"/webhook/port", "minimum"}},
+		{"webhook port as a string", `{webhook: {port: "9443"}}`, []string{"/webhook/port", "integer"}},
+		{"hostNetwork not a boolean", `{webhook: {hostNetwork: "true"}}`, []string{"/webhook/hostNetwork", "boolean"}},
+		{"webhook configuration annotation not a string", `{webhook: {configurationAnnotations: {admissions.enforcer/disabled: true}}}`, []string{"/webhook/configurationAnnotations/admissions.enforcer~1disabled", "string"}},
+		{"webhook configuration annotation of cert-manager", `{webhook: {configurationAnnotations: {cert-manager.io/inject-ca-from: other/ca}}}`, []string{"/webhook/configurationAnnotations/cert-manager.io~1inject-ca-from"}},
+		{"scrape timeout without a unit", `{serviceMonitor: {scrapeTimeout: 10}}`, []string{"/serviceMonitor/scrapeTimeout", "string"}},
+		{"scrape timeout in Go's microseconds", `{serviceMonitor: {scrapeTimeout: 500us}}`, []string{"/serviceMonitor/scrapeTimeout", "does not match pattern"}},
+		{"relabeling of an unknown action", `{serviceMonitor: {relabelings: [{action: rename}]}}`, []string{"/serviceMonitor/relabelings/0/action"}},
+		{"metric relabeling with a misspelt field", `{serviceMonitor: {metricRelabelings: [{source_labels: [__name__]}]}}`, []string{"/serviceMonitor/metricRelabelings/0", "source_labels"}},
+		{"TLS config of an unknown field", `{serviceMonitor: {tlsConfig: {caFile: /etc/ca.crt}}}`, []string{"/serviceMonitor/tlsConfig", "caFile"}},
+		{"credentials without a key", `{serviceMonitor: {authorization: {credentials: {name: olmguard-metrics-token}}}}`, []string{"/serviceMonitor/authorization/credentials"}},
+		{"basic authorization", `{serviceMonitor: {authorization: {type: Basic, credentials: {name: s, key: k}}}}`, []string{"/serviceMonitor/authorization/type"}},
+		{"bearer token file", `{serviceMonitor: {bearerTokenFile: /token}}`, []string{"/serviceMonitor", "bearerTokenFile"}},
+		{"pod label of Helm's", `{webhook: {podLabels: {helm.sh/chart: other}}}`, []string{"/webhook/podLabels/helm.sh~1chart"}},
+		{"fullnameOverride not a string", `{fullnameOverride: [guard]}`, []string{"/fullnameOverride", "string"}},
+		{"pod label replacing the selector's", `{webhook: {podLabels: {app.kubernetes.io/component: other}}}`, []string{"/webhook/podLabels/app.kubernetes.io~1component"}},
+		{"pod label replacing the name", `{controller: {podLabels: {app.kubernetes.io/name: other}}}`, []string{"/controller/podLabels/app.kubernetes.io~1name"}},
+		{"pod label value not a string", `{webhook: {podLabels: {tier: 1}}}`, []string{"/webhook/podLabels/tier", "string"}},
+		{"pod annotation value not a string", `{controller: {podAnnotations: {sidecar.istio.io/inject: false}}}`, []string{"/controller/podAnnotations/sidecar.istio.io~1inject", "string"}},
+		{"topology spread without a key", `{webhook: {topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]}}`, []string{"/webhook/topologySpreadConstraints/0", "topologyKey"}},
+		{"topology spread of an unknown policy", `{controller: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes}]}}`, []string{"/controller/topologySpreadConstraints/0/whenUnsatisfiable"}},
+		{"env without a name", `{webhook: {extraEnv: [{value: "http://proxy:3128"}]}}`, []string{"/webhook/extraEnv/0", "name"}},
+		{"env as a map", `{controller: {extraEnv: {HTTPS_PROXY: "http://proxy:3128"}}}`, []string{"/controller/extraEnv", "array"}},
+		{"env replacing GOMEMLIMIT", `{webhook: {extraEnv: [{name: GOMEMLIMIT, value: 1GiB}]}}`, []string{"/webhook/extraEnv/0/name"}},
+		{"privilege escalation", `{containerSecurityContext: {allowPrivilegeEscalation: true}}`, []string{"/containerSecurityContext/allowPrivilegeEscalation"}},
+		{"privileged containers", `{containerSecurityContext: {privileged: true}}`, []string{"/containerSecurityContext/privileged"}},
+		{"capabilities not dropped", `{containerSecurityContext: {capabilities: {drop: [NET_RAW]}}}`, []string{"/containerSecurityContext/capabilities/drop"}},
+		{"a capability added", `{containerSecurityContext: {capabilities: {add: [NET_ADMIN]}}}`, []string{"/containerSecurityContext/capabilities/add/0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals := map[string]any{}
@@ -558,10 +676,15 @@ func TestSchemaRejects(t *testing.T) {
 			}
 		})
 	}
-	// And the templates' own checks, which the schema cannot express clearly.
+	// And the templates' own checks, which the schema cannot express clearly or which hold even
+	// with --skip-schema-validation.
 	for values, want := range map[string]string{
 		`{controller: {reconcilers: {installPlanOwners: false, subscriptionDrift: false, csvCleanup: false, unpackJobs: false, catalogPods: false, olmAudit: false}}}`: "controller.reconcilers: enable at least one reconciler",
-		`{commonLabels: {app.kubernetes.io/name: other}}`: "commonLabels: app.kubernetes.io/name is olmguard's own label",
+		`{commonLabels: {app.kubernetes.io/name: other}}`:                                   "commonLabels: app.kubernetes.io/name is olmguard's own label",
+		`{commonLabels: {app.kubernetes.io/managed-by: kubectl}}`:                           "commonLabels: app.kubernetes.io/managed-by is olmguard's own label",
+		`{fullnameOverride: guard}`:                                                         `fullnameOverride "guard": olmguard's object names are fixed`,
+		`{webhook: {port: 8080}}`:                                                           "webhook.port 8080, webhook.metricsPort 8080 and webhook.probePort 8081 must differ",
+		`{webhook: {hostNetwork: true, port: 10260, metricsPort: 10261, probePort: 10261}}`: "webhook.port 10260, webhook.metricsPort 10261 and webhook.probePort 10261 must differ",
 	} {
 		vals := map[string]any{}
 		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
@@ -569,6 +692,22 @@ func TestSchemaRejects(t *testing.T) {
 		}
 		if _, err := charts.Templates(ch, charts.Options{Values: vals}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error saying %q", values, err, want)
+		}
+	}
+	for values, want := range map[string]string{
+		`{webhook: {extraEnv: [{name: GOMEMLIMIT, value: 1GiB}]}}`:                                                            "extraEnv: GOMEMLIMIT is set by the chart",
+		`{webhook: {podLabels: {app.kubernetes.io/component: other}}}`:                                                        "webhook.podLabels: app.kubernetes.io/component is olmguard's own label",
+		`{controller: {podLabels: {app.kubernetes.io/name: other}}}`:                                                          "controller.podLabels: app.kubernetes.io/name is olmguard's own label",
+		`{commonLabels: {app.kubernetes.io/component: other}}`:                                                                "commonLabels: app.kubernetes.io/component is olmguard's own label",
+		`{controller: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}}`:                                           "controller.podDisruptionBudget: set minAvailable or maxUnavailable, not both",
+		`{certificate: {mode: certManager}, webhook: {configurationAnnotations: {cert-manager.io/inject-ca-from: other/ca}}}`: "webhook.configurationAnnotations: cert-manager.io/inject-ca-from is the chart's",
+	} {
+		vals := map[string]any{}
+		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := charts.Templates(ch, charts.Options{Values: vals, SkipSchemaValidation: true}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("without the schema, %s: %v, want an error saying %q", values, err, want)
 		}
 	}
 }
@@ -702,5 +841,380 @@ func TestKustomizeApplyOrder(t *testing.T) {
 		if lastDeployment < 0 || firstWebhooks < lastDeployment {
 			t.Errorf("%s: webhook configurations at %d, before the controller's Deployment at %d", overlay, firstWebhooks, lastDeployment)
 		}
+	}
+}
+
+// TestContainerSecurityContextDefault: without containerSecurityContext, both containers keep the
+// restricted context the chart always had.
+func TestContainerSecurityContextDefault(t *testing.T) {
+	objs := objects(t, charts.Options{})
+	for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+		sc := typed[appsv1.Deployment](t, objs, "Deployment", name).Spec.Template.Spec.Containers[0].SecurityContext
+		want := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+		if diff := cmp.Diff(want, sc); diff != "" {
+			t.Errorf("%s: container security context (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// TestImageRegistry: image.registry, else global.imageRegistry, replaces the repository's registry
+// host (or goes before a repository without one); other global values change nothing.
+func TestImageRegistry(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values string
+		want   string
+	}{
+		{"defaults", `{}`, "ghcr.io/olmguard/olmguard:v0.1.0"},
+		{"other global values", `{global: {storageClass: fast, imagePullSecrets: [x]}}`, "ghcr.io/olmguard/olmguard:v0.1.0"},
+		{"image registry", `{image: {registry: mirror.example.com}}`, "mirror.example.com/olmguard/olmguard:v0.1.0"},
+		{"global registry", `{global: {imageRegistry: "mirror.example.com:5000"}}`, "mirror.example.com:5000/olmguard/olmguard:v0.1.0"},
+		{"image registry wins", `{global: {imageRegistry: global.example.com}, image: {registry: own.example.com}}`, "own.example.com/olmguard/olmguard:v0.1.0"},
+		{"registry with a path and a slash", `{image: {registry: registry.example.com/mirror/}}`, "registry.example.com/mirror/olmguard/olmguard:v0.1.0"},
+		{"repository without a host", `{image: {registry: mirror.example.com, repository: team/olmguard}}`, "mirror.example.com/team/olmguard:v0.1.0"},
+		{"localhost repository", `{image: {registry: mirror.example.com, repository: localhost/olmguard}}`, "mirror.example.com/olmguard:v0.1.0"},
+		{"digest", `{global: {imageRegistry: mirror.example.com}, image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}`,
+			"mirror.example.com/olmguard/olmguard@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			objs := objects(t, charts.Options{Values: vals})
+			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+				if img := typed[appsv1.Deployment](t, objs, "Deployment", name).Spec.Template.Spec.Containers[0].Image; img != tc.want {
+					t.Errorf("%s: image %s, want %s", name, img, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestPodDisruptionBudgets: minAvailable 1 by default; minAvailable or maxUnavailable as set,
+// including 0.
+func TestPodDisruptionBudgets(t *testing.T) {
+	one, zero := intstr.FromInt32(1), intstr.FromInt32(0)
+	for _, tc := range []struct {
+		name     string
+		values   string
+		min, max *intstr.IntOrString
+	}{
+		{"defaults", `{}`, &one, nil},
+		{"minAvailable 0", `{webhook: {podDisruptionBudget: {minAvailable: 0}}, controller: {podDisruptionBudget: {minAvailable: 0}}}`, &zero, nil},
+		{"maxUnavailable", `{webhook: {podDisruptionBudget: {maxUnavailable: 1}}, controller: {podDisruptionBudget: {maxUnavailable: 1}}}`, nil, &one},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			objs := objects(t, charts.Options{Values: vals})
+			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+				spec := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", name).Spec
+				if diff := cmp.Diff(tc.min, spec.MinAvailable); diff != "" {
+					t.Errorf("%s minAvailable (-want +got):\n%s", name, diff)
+				}
+				if diff := cmp.Diff(tc.max, spec.MaxUnavailable); diff != "" {
+					t.Errorf("%s maxUnavailable (-want +got):\n%s", name, diff)
+				}
+			}
+		})
+	}
+}
+
+// webhookPort is the port the webhook listens on, checked to be the same everywhere: its --port
+// as cmd/webhook parses it, the container port named https, the port the Service's targetPort
+// names, and the port the webhook's NetworkPolicy admits (when rendered).
+func webhookPort(t *testing.T, objs []*unstructured.Unstructured) int {
+	t.Helper()
+	opts, _ := parseWebhook(t, args(t, objs, "olmguard-webhook"))
+	c := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Template.Spec.Containers[0]
+	svc := typed[corev1.Service](t, objs, "Service", "olmguard-webhook")
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 443 {
+		t.Fatalf("webhook Service ports %+v", svc.Spec.Ports)
+	}
+	target := svc.Spec.Ports[0].TargetPort
+	i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool {
+		return (target.Type == intstr.String && p.Name == target.StrVal) || (target.Type == intstr.Int && p.ContainerPort == target.IntVal)
+	})
+	if i < 0 {
+		t.Fatalf("the Service's targetPort %s is no port of the container %+v", target.String(), c.Ports)
+	}
+	if int(c.Ports[i].ContainerPort) != opts.Port {
+		t.Errorf("the Service targets container port %d, the webhook listens on --port=%d", c.Ports[i].ContainerPort, opts.Port)
+	}
+	listens := map[string]int{"https": opts.Port}
+	for name, addr := range map[string]string{"metrics": opts.MetricsBindAddress, "probes": opts.HealthProbeBindAddress} {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatalf("%s address %q: %v", name, addr, err)
+		}
+		listens[name], _ = strconv.Atoi(port)
+	}
+	for name, port := range listens {
+		i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == name })
+		if i < 0 || int(c.Ports[i].ContainerPort) != port {
+			t.Errorf("container port %s: %+v, the webhook listens on %d", name, c.Ports, port)
+		}
+	}
+	if p := c.ReadinessProbe.HTTPGet.Port; p.StrVal != "probes" {
+		t.Errorf("readiness probe on port %s", p.String())
+	}
+	if ms := typed[corev1.Service](t, objs, "Service", "olmguard-webhook-metrics"); ms.Spec.Ports[0].TargetPort.StrVal != "metrics" {
+		t.Errorf("metrics Service targets %s", ms.Spec.Ports[0].TargetPort.String())
+	}
+	if find(objs, "NetworkPolicy", "olmguard-webhook") != nil {
+		np := typed[networkingv1.NetworkPolicy](t, objs, "NetworkPolicy", "olmguard-webhook")
+		admitted := map[int]bool{}
+		for _, rule := range np.Spec.Ingress {
+			for _, p := range rule.Ports {
+				admitted[p.Port.IntValue()] = true
+			}
+		}
+		if p := np.Spec.Ingress[0].Ports[0].Port; p == nil || p.IntValue() != opts.Port {
+			t.Errorf("the NetworkPolicy's first rule admits port %v, the webhook listens on %d", p, opts.Port)
+		}
+		for name, port := range listens {
+			if !admitted[port] || len(admitted) != 3 {
+				t.Errorf("the NetworkPolicy admits %v, not exactly the %s port %d and the others of %v", admitted, name, port, listens)
+			}
+		}
+	}
+	return opts.Port
+}
+
+// TestWebhookPort: webhook.port is the port the webhook listens on, its container port, the
+// Service's target and the NetworkPolicy's, with and without hostNetwork (which also sets the DNS
+// policy a host-network pod needs to resolve cluster names).
+func TestWebhookPort(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values string
+		port   int
+		host   bool
+	}{
+		{"defaults", `{}`, 9443, false},
+		{"another port", `{webhook: {port: 10443}}`, 10443, false},
+		{"host network", `{webhook: {hostNetwork: true, port: 10260}}`, 10260, true},
+		{"host network, CIDRs", `{webhook: {hostNetwork: true, port: 10260}, networkPolicy: {webhookIngressCIDRs: [10.0.0.0/24]}}`, 10260, true},
+		{"host network, own metrics and probe ports", `{webhook: {hostNetwork: true, port: 10260, metricsPort: 10261, probePort: 10262}, networkPolicy: {webhookIngressCIDRs: [10.0.0.0/24]}}`, 10260, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			objs := objects(t, charts.Options{Values: vals})
+			if port := webhookPort(t, objs); port != tc.port {
+				t.Errorf("port %d, want %d", port, tc.port)
+			}
+			s := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Template.Spec
+			wantDNS := corev1.DNSPolicy("")
+			if tc.host {
+				wantDNS = corev1.DNSClusterFirstWithHostNet
+			}
+			if s.HostNetwork != tc.host || s.DNSPolicy != wantDNS {
+				t.Errorf("hostNetwork %v, dnsPolicy %q", s.HostNetwork, s.DNSPolicy)
+			}
+			// A surge pod cannot share a node with the pod it replaces on the host network.
+			ru := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Strategy.RollingUpdate
+			wantSurge, wantUnavailable := intstr.FromInt32(1), intstr.FromInt32(0)
+			if tc.host {
+				wantSurge, wantUnavailable = wantUnavailable, wantSurge
+			}
+			if *ru.MaxSurge != wantSurge || *ru.MaxUnavailable != wantUnavailable {
+				t.Errorf("rolling update maxSurge %s, maxUnavailable %s", ru.MaxSurge.String(), ru.MaxUnavailable.String())
+			}
+		})
+	}
+}
+
+// TestServiceMonitorCredentials: without credentials, Prometheus' own token (bearerTokenFile, as
+// before); with a Secret, authorization from it and no bearerTokenFile.
+func TestServiceMonitorCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values string
+		want   map[string]any // of the endpoint: bearerTokenFile, authorization
+	}{
+		{"defaults", `{serviceMonitor: {enabled: true}}`, map[string]any{"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}},
+		{"a Secret", `{serviceMonitor: {enabled: true, authorization: {credentials: {name: tok, key: token}}}}`,
+			map[string]any{"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "tok", "key": "token"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
+				t.Fatal(err)
+			}
+			sm := find(objects(t, charts.Options{Values: vals}), "ServiceMonitor", "olmguard")
+			if sm == nil {
+				t.Fatal("no ServiceMonitor")
+			}
+			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+			got := map[string]any{}
+			for _, k := range []string{"bearerTokenFile", "authorization"} {
+				if v, ok := eps[0].(map[string]any)[k]; ok {
+					got[k] = v
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("credentials (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStandardLabels: every object the chart renders, and every pod template, carries Helm's
+// standard labels for the release, with the defaults and with every example.
+func TestStandardLabels(t *testing.T) {
+	ch := load(t)
+	want := map[string]string{
+		"helm.sh/chart":                "olmguard-" + ch.Metadata.Version,
+		"app.kubernetes.io/instance":   "guard",
+		"app.kubernetes.io/version":    ch.Metadata.AppVersion,
+		"app.kubernetes.io/managed-by": "Helm",
+		"app.kubernetes.io/name":       "olmguard",
+	}
+	for _, ex := range withDefaults(t) {
+		t.Run(ex.name, func(t *testing.T) {
+			objs, err := charts.Objects(ch, charts.Options{ReleaseName: "guard", Values: ex.values})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range objs {
+				sets := []map[string]string{o.GetLabels()}
+				if l, ok, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels"); ok {
+					sets = append(sets, l)
+				}
+				for _, labels := range sets {
+					for k, v := range want {
+						if labels[k] != v {
+							t.Errorf("%s %s: label %s=%q, want %q", o.GetKind(), o.GetName(), k, labels[k], v)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestKustomizeLeavesOutHelmLabels: the kustomize tree is not a Helm release: no object of any
+// overlay (with every component) carries helm.sh/chart, app.kubernetes.io/managed-by or
+// app.kubernetes.io/version (which an overlay's image may make wrong), while olmguard's own labels
+// and app.kubernetes.io/instance stay.
+func TestKustomizeLeavesOutHelmLabels(t *testing.T) {
+	if !slices.Equal(charts.KustomizeDropsLabels, []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/version"}) {
+		t.Errorf("KustomizeDropsLabels %v", charts.KustomizeDropsLabels)
+	}
+	for _, overlay := range manifests.Overlays {
+		objs, err := manifests.Objects(overlay, "", "servicemonitor", "prometheusrule")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			sets := []map[string]string{o.GetLabels()}
+			if l, ok, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels"); ok {
+				sets = append(sets, l)
+			}
+			for _, labels := range sets {
+				for _, l := range charts.KustomizeDropsLabels {
+					if _, ok := labels[l]; ok {
+						t.Errorf("%s: %s %s has label %s", overlay, o.GetKind(), o.GetName(), l)
+					}
+				}
+				if labels["app.kubernetes.io/name"] != "olmguard" || labels["app.kubernetes.io/instance"] != charts.DefaultReleaseName {
+					t.Errorf("%s: %s %s labels %v", overlay, o.GetKind(), o.GetName(), labels)
+				}
+			}
+		}
+	}
+}
+
+// TestFullnameOverride: "" and olmguard render olmguard's fixed names; nothing else renders.
+func TestFullnameOverride(t *testing.T) {
+	for _, name := range []string{"", "olmguard"} {
+		objs := objects(t, charts.Options{Values: map[string]any{"fullnameOverride": name}})
+		for _, want := range []string{"olmguard-webhook", "olmguard-controller"} {
+			typed[appsv1.Deployment](t, objs, "Deployment", want)
+		}
+	}
+	if _, err := charts.Templates(load(t), charts.Options{Values: map[string]any{"fullnameOverride": "x"}}); err == nil || !strings.Contains(err.Error(), "Names that stay fixed") {
+		t.Errorf("fullnameOverride x: %v", err)
+	}
+}
+
+// TestValuesAreDocumented: every value of values.yaml (each leaf, or a map a row documents whole)
+// is named in a row of the README's tables: as itself, through an ancestor, as *.x for both
+// components, or in a group such as a.{b, c}.
+func TestValuesAreDocumented(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := regexp.MustCompile("`([^`]+)`")
+	group := regexp.MustCompile(`^([\w*.]+)\.\{([\w, ]+)\}$`)
+	named := map[string]bool{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		for _, m := range code.FindAllStringSubmatch(line, -1) {
+			toks := []string{m[1]}
+			if g := group.FindStringSubmatch(m[1]); g != nil {
+				toks = nil
+				for _, x := range strings.Split(g[2], ",") {
+					toks = append(toks, g[1]+"."+strings.TrimSpace(x))
+				}
+			}
+			for _, tok := range toks {
+				if rest, ok := strings.CutPrefix(tok, "*."); ok {
+					named["webhook."+rest], named["controller."+rest] = true, true
+				} else {
+					named[tok] = true
+				}
+			}
+		}
+	}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			p := prefix + k
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(p+".", sub)
+				continue
+			}
+			segs := strings.Split(p, ".")
+			documented := false
+			for i := 1; i <= len(segs); i++ {
+				documented = documented || named[strings.Join(segs[:i], ".")]
+			}
+			if !documented {
+				t.Errorf("values.yaml's %s is not named in a row of README.md's tables", p)
+			}
+		}
+	}
+	walk("", load(t).Values)
+}
+
+// TestWebhookConfigurationAnnotations: webhook.configurationAnnotations sit beside cert-manager's
+// injection annotation in the certManager mode, on both configurations.
+func TestWebhookConfigurationAnnotations(t *testing.T) {
+	objs := objects(t, charts.Options{Values: map[string]any{
+		"certificate": map[string]any{"mode": "certManager"},
+		"webhook":     map[string]any{"configurationAnnotations": map[string]any{"admissions.enforcer/disabled": "true"}},
+	}})
+	want := map[string]string{"admissions.enforcer/disabled": "true", "cert-manager.io/inject-ca-from": charts.DefaultNamespace + "/olmguard-webhook"}
+	n := 0
+	for _, o := range objs {
+		if strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
+			n++
+			if diff := cmp.Diff(want, o.GetAnnotations()); diff != "" {
+				t.Errorf("%s annotations (-want +got):\n%s", o.GetKind(), diff)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d webhook configurations", n)
 	}
 }

@@ -154,9 +154,18 @@ func installMonitoringCRDs(t *testing.T, env *testenv.Env) {
 	list := func(item apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
 		return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &item}}
 	}
+	selector := obj(map[string]apiextensionsv1.JSONSchemaProps{"name": str, "key": str, "optional": {Type: "boolean"}})
+	source := obj(map[string]apiextensionsv1.JSONSchemaProps{"secret": selector, "configMap": selector})
+	relabel := list(obj(map[string]apiextensionsv1.JSONSchemaProps{
+		"sourceLabels": list(str), "separator": str, "targetLabel": str, "regex": str, "modulus": {Type: "integer"}, "replacement": str, "action": str,
+	}))
 	endpoint := obj(map[string]apiextensionsv1.JSONSchemaProps{
-		"port": str, "interval": str, "scheme": str, "bearerTokenFile": str,
-		"tlsConfig": obj(map[string]apiextensionsv1.JSONSchemaProps{"insecureSkipVerify": {Type: "boolean"}}),
+		"port": str, "interval": str, "scrapeTimeout": str, "scheme": str, "bearerTokenFile": str,
+		"authorization": obj(map[string]apiextensionsv1.JSONSchemaProps{"type": str, "credentials": selector}),
+		"tlsConfig": obj(map[string]apiextensionsv1.JSONSchemaProps{
+			"insecureSkipVerify": {Type: "boolean"}, "serverName": str, "ca": source, "cert": source, "keySecret": selector,
+		}),
+		"relabelings": relabel, "metricRelabelings": relabel,
 	})
 	rule := obj(map[string]apiextensionsv1.JSONSchemaProps{
 		"alert": str, "record": str, "expr": str, "for": str, "labels": strMap, "annotations": strMap,

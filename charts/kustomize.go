@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -151,6 +152,39 @@ type rendered struct {
 	order     []string                              // keys in template, then document order
 }
 
+// KustomizeDropsLabels are Helm's standard labels the kustomize tree leaves out: objects applied
+// with kubectl apply -k are not managed by Helm and no chart version installed them, and their
+// version is the image's tag, which an overlay's images: may change (a version label would then
+// be wrong). app.kubernetes.io/instance stays.
+var KustomizeDropsLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/version"}
+
+var helmOnlyLabelLine = regexp.MustCompile(`(?m)^[ \t]*(helm\.sh/chart|app\.kubernetes\.io/managed-by|app\.kubernetes\.io/version): .*\n`)
+
+// forKubectl removes KustomizeDropsLabels from a template's output (the chart writes each as a
+// line of a block mapping), and fails when one is still on an object.
+func forKubectl(name, text string) (string, []*unstructured.Unstructured, error) {
+	text = helmOnlyLabelLine.ReplaceAllString(text, "")
+	objs, err := manifests.Decode([]byte(text))
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", name, err)
+	}
+	for _, o := range objs {
+		for _, labels := range []map[string]string{o.GetLabels(), podTemplateLabels(o)} {
+			for _, l := range KustomizeDropsLabels {
+				if _, ok := labels[l]; ok {
+					return "", nil, fmt.Errorf("%s: %s %s still has label %s for the kustomize tree", name, o.GetKind(), o.GetName(), l)
+				}
+			}
+		}
+	}
+	return text, objs, nil
+}
+
+func podTemplateLabels(o *unstructured.Unstructured) map[string]string {
+	l, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+	return l
+}
+
 func render(ch *chart.Chart, vals map[string]any) (*rendered, error) {
 	tpls, err := Templates(ch, Options{Values: vals})
 	if err != nil {
@@ -158,10 +192,11 @@ func render(ch *chart.Chart, vals map[string]any) (*rendered, error) {
 	}
 	r := &rendered{templates: tpls, objects: map[string]*unstructured.Unstructured{}, source: map[string]string{}}
 	for _, name := range slices.Sorted(maps.Keys(tpls)) {
-		objs, err := manifests.Decode([]byte(tpls[name]))
+		text, objs, err := forKubectl(name, tpls[name])
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, err
 		}
+		tpls[name] = text
 		for _, o := range objs {
 			k := key(o)
 			if _, dup := r.objects[k]; dup {
@@ -422,9 +457,14 @@ func CheckSync(root string, hooks []registration.Webhook) error {
 			errs = append(errs, err)
 			continue
 		}
-		fromChart, err := Objects(ch, Options{Values: vals})
+		rendered, err := Render(ch, Options{Values: vals})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		_, fromChart, err := forKubectl(name, string(rendered))
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		b, err := manifests.RenderFS(os.DirFS(filepath.Join(root, ManifestsDir)), kv.overlay, "", kv.components...)

@@ -4,15 +4,28 @@ olmguard's Deployments and webhook configurations, so commonLabels cannot replac
 */}}
 {{- define "olmguard.labels" -}}
 {{- range $k, $_ := .Values.commonLabels }}
-{{- if has $k (list "app.kubernetes.io/name" "app.kubernetes.io/component" "app.kubernetes.io/part-of") }}
+{{- if has $k (include "olmguard.ownLabels" $ | fromJsonArray) }}
 {{- fail (printf "commonLabels: %s is olmguard's own label (kubectl olmguard uninstall finds olmguard's objects by app.kubernetes.io/name=olmguard)" $k) }}
 {{- end }}
 {{- end -}}
 app.kubernetes.io/name: olmguard
 app.kubernetes.io/part-of: olmguard
+{{ include "olmguard.helmLabels" . }}
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/*
+Helm's standard labels. `make manifests` leaves helm.sh/chart, app.kubernetes.io/managed-by and
+app.kubernetes.io/version out of the kustomize tree (charts.KustomizeDropsLabels): kubectl apply -k
+is not a Helm release, and its image (so its version) may be changed by an overlay.
+*/}}
+{{- define "olmguard.helmLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | replace "+" "_" | trunc 63 | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* Labels of one component's objects and pods. */}}
@@ -27,12 +40,26 @@ app.kubernetes.io/name: olmguard
 app.kubernetes.io/component: {{ . }}
 {{- end }}
 
-{{/* The image of both binaries: a digest wins over the tag; the tag defaults to appVersion. */}}
+{{/*
+The image of both binaries: a digest wins over the tag; the tag defaults to appVersion. A registry
+(image.registry, else global.imageRegistry) replaces the repository's registry host (its first
+path element when that has a dot or a port, or is localhost) or, without one, is put before it.
+*/}}
 {{- define "olmguard.image" -}}
+{{- $repo := .Values.image.repository -}}
+{{- $registry := .Values.image.registry | default (dig "imageRegistry" "" (.Values.global | default dict)) | trimSuffix "/" -}}
+{{- if $registry -}}
+{{- $parts := splitList "/" $repo -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $repo = rest $parts | join "/" -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" $registry $repo -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
-{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{ $repo }}@{{ .Values.image.digest }}
 {{- else -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ $repo }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 {{- end }}
 
@@ -59,6 +86,16 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- with .values.topologySpreadConstraints }}
+topologySpreadConstraints:
+{{- range . }}
+{{- $c := . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $c = merge (dict "labelSelector" (dict "matchLabels" (include "olmguard.selector" $.component | fromYaml))) $c }}
+{{- end }}
+  - {{ toYaml $c | nindent 4 | trim }}
+{{- end }}
+{{- end }}
 affinity:
 {{- if .values.affinity }}
   {{- toYaml .values.affinity | nindent 2 }}
@@ -74,12 +111,47 @@ affinity:
 {{- end }}
 {{- end }}
 
-{{/* The container security context of both binaries: what Pod Security "restricted" requires. */}}
+{{/*
+The metadata of one component's pod template (.values: .Values.webhook or .Values.controller): the
+component's labels and its podLabels, which may not replace olmguard's own labels (the selector's
+among them: a Deployment whose pods lose a selector label owns none), and its podAnnotations.
+*/}}
+{{- define "olmguard.podMetadata" -}}
+{{- range $k, $_ := .values.podLabels }}
+{{- if has $k (include "olmguard.ownLabels" $.root | fromJsonArray) }}
+{{- fail (printf "%s.podLabels: %s is olmguard's own label (the Deployment selects its pods by app.kubernetes.io/name and component)" $.component $k) }}
+{{- end }}
+{{- end -}}
+labels:
+  {{- include "olmguard.componentLabels" (dict "root" .root "component" .component) | nindent 2 }}
+  {{- with .values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with .values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The labels commonLabels and podLabels may not set: olmguard's own and Helm's standard ones. */}}
+{{- define "olmguard.ownLabels" -}}
+{{ list "app.kubernetes.io/name" "app.kubernetes.io/component" "app.kubernetes.io/part-of" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "helm.sh/chart" | toJson }}
+{{- end }}
+
+{{/* The container security context of both binaries (containerSecurityContext): by default what
+Pod Security "restricted" requires, and the schema keeps it so. */}}
 {{- define "olmguard.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop: [ALL]
+{{ toYaml .Values.containerSecurityContext }}
+{{- end }}
+
+{{/* Further environment variables of one container (.values.extraEnv), after GOMEMLIMIT. */}}
+{{- define "olmguard.extraEnv" -}}
+{{- range .extraEnv }}
+{{- if eq .name "GOMEMLIMIT" }}
+{{- fail "extraEnv: GOMEMLIMIT is set by the chart from the memory limit" }}
+{{- end }}
+{{- end }}
+{{- with .extraEnv }}{{ toYaml . }}{{ end }}
 {{- end }}
 
 {{/*
@@ -102,11 +174,21 @@ matchLabels:
 {{- end }}
 {{- end }}
 
-{{/* Annotations of the webhook configurations: cert-manager's cainjector fills their CA bundle. */}}
+{{/*
+Annotations of the webhook configurations: webhook.configurationAnnotations (e.g. AKS's
+admissions.enforcer/disabled), and in the certManager mode the one by which cert-manager's
+cainjector fills their CA bundle, which they may not replace.
+*/}}
 {{- define "olmguard.webhookConfigurationAnnotations" -}}
-{{- if eq .Values.certificate.mode "certManager" -}}
-cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/olmguard-webhook
+{{- $a := .Values.webhook.configurationAnnotations | default dict -}}
+{{- if hasKey $a "cert-manager.io/inject-ca-from" -}}
+{{- fail "webhook.configurationAnnotations: cert-manager.io/inject-ca-from is the chart's (certificate.mode certManager)" -}}
 {{- end -}}
+{{- $a = deepCopy $a -}}
+{{- if eq .Values.certificate.mode "certManager" -}}
+{{- $_ := set $a "cert-manager.io/inject-ca-from" (printf "%s/olmguard-webhook" .Release.Namespace) -}}
+{{- end -}}
+{{- with $a }}{{ toYaml . }}{{ end -}}
 {{- end }}
 
 {{/* The webhook's serving certificate Secret when it is mounted (certManager, existingSecret). */}}
@@ -141,9 +223,33 @@ OLM's. olmguard's Roles, NetworkPolicy and webhook exclusions there would reach 
 {{ list "kube-system" "kube-public" "kube-node-lease" "olm" "operator-lifecycle-manager" "openshift-operator-lifecycle-manager" "openshift-marketplace" "openshift-operators" "operators" | toJson }}
 {{- end }}
 
-{{/* Fails the render in a shared namespace unless allowSharedNamespace is set. */}}
+{{/* Fails the render in a shared namespace unless allowSharedNamespace is set, on a
+fullnameOverride other than olmguard's own name, and when two of the webhook's ports are one. */}}
 {{- define "olmguard.checkNamespace" -}}
+{{- $w := .Values.webhook }}
+{{- if ne (list $w.port $w.metricsPort $w.probePort | uniq | len) 3 }}
+{{- fail (printf "webhook.port %v, webhook.metricsPort %v and webhook.probePort %v must differ" $w.port $w.metricsPort $w.probePort) }}
+{{- end }}
+{{- if not (has .Values.fullnameOverride (list "" "olmguard")) }}
+{{- fail (printf "fullnameOverride %q: olmguard's object names are fixed (its binaries, kubectl olmguard, its alerts and the webhook configurations use them; charts/olmguard/README.md, \"Names that stay fixed\"): leave it empty" .Values.fullnameOverride) }}
+{{- end }}
 {{- if and (has .Release.Namespace (include "olmguard.sharedNamespaces" . | fromJsonArray)) (not .Values.allowSharedNamespace) }}
 {{- fail (printf "namespace %s is shared with Kubernetes' or OLM's own workloads: install olmguard into a namespace of its own (olmguard-system), or set allowSharedNamespace=true to install there anyway" .Release.Namespace) }}
 {{- end }}
+{{- end }}
+
+{{/*
+The disruption budget of one component's PodDisruptionBudget (.values.podDisruptionBudget):
+minAvailable or maxUnavailable, not both; neither: minAvailable 1.
+*/}}
+{{- define "olmguard.disruptionBudget" -}}
+{{- $pdb := .values.podDisruptionBudget | default dict -}}
+{{- if and (hasKey $pdb "minAvailable") (hasKey $pdb "maxUnavailable") -}}
+{{- fail (printf "%s.podDisruptionBudget: set minAvailable or maxUnavailable, not both" .component) -}}
+{{- end -}}
+{{- if hasKey $pdb "maxUnavailable" -}}
+maxUnavailable: {{ $pdb.maxUnavailable | toJson }}
+{{- else -}}
+minAvailable: {{ hasKey $pdb "minAvailable" | ternary $pdb.minAvailable 1 | toJson }}
+{{- end -}}
 {{- end }}
