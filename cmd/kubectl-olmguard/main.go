@@ -59,6 +59,10 @@ Flags of doctor:
                       report OLM's copies of operators installed for all namespaces when they are
                       more than N, counted from the originals and the namespaces (default 1000;
                       0 leaves the check out)
+  --olmguard-namespace NS
+                      olmguard's namespace (default olmguard-system): a whole-cluster audit checks
+                      that the kube-apiserver calls olmguard's webhook with a dry-run create of a
+                      ConfigMap there, which stores nothing but needs create on configmaps in NS
 `
 
 func main() {
@@ -86,6 +90,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	config.RegisterFlags(fs)
 	do := doctor.DefaultOptions()
 	output := "table"
+	olmguardNamespace := "olmguard-system"
 	stopTimeout := uninstall.DefaultStopTimeout
 	switch cmd {
 	case "uninstall":
@@ -104,6 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// out: no check reports a copy, and on a cluster of many namespaces they are most of
 		// the CSVs, each with its original's annotations.
 		do.SkipCopiedCSVs = true
+		fs.StringVar(&olmguardNamespace, "olmguard-namespace", olmguardNamespace, "olmguard's namespace, where the webhook probe dry-runs its ConfigMap")
 		fs.IntVar(&do.CopiedCSVsAbove, "copied-csvs-above", do.CopiedCSVsAbove, "report OLM's copied CSVs when more than this many (0: never)")
 		fs.BoolFunc("include-copied-csvs", "also read CSVs labelled olm.copiedFrom (OLM's copies; none is reported, OLM ignores them)", func(v string) error {
 			include, err := strconv.ParseBool(v)
@@ -154,6 +160,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// An error may quote what it read (a name, an apiserver message): printed escaped.
 		fmt.Fprintf(stderr, "kubectl-olmguard doctor: %s\n", printable.Line(err.Error()))
 		return 2
+	}
+	if do.Namespace == "" {
+		// The path the kube-apiserver takes to the webhook (every webhook fails open, silently).
+		doctor.ProbeWebhook(ctx, c, olmguardNamespace, report)
 	}
 	write := doctor.WriteTable
 	if output == "json" {

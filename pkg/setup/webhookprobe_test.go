@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/controller/reachability"
+	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/webhookprobe"
@@ -42,6 +43,11 @@ func TestWebhookProbe(t *testing.T) {
 		}
 	}
 	testenv.EventuallyExplained(t, "the probe sees the webhook called", probe(webhookprobe.Called))
+	report := &doctor.Report{}
+	doctor.ProbeWebhook(ctx, env.Client, olmguard.DefaultNamespace, report)
+	if len(report.Findings) != 0 || len(report.Skipped) != 0 || report.Checked["WebhookProbe"] != 1 {
+		t.Errorf("doctor with the webhook called: %+v", report)
+	}
 	if got := testutil.ToFloat64(metrics.WebhookReachable); got != 1 {
 		t.Errorf("olmguard_webhook_reachable = %v, want 1", got)
 	}
@@ -84,6 +90,12 @@ func TestWebhookProbe(t *testing.T) {
 		t.Errorf("olmguard_webhook_probe_failures_total{outcome=NotCalled} = %v, want more than %v", got, failures)
 	}
 	expectEvent(t, rec, "Warning "+reachability.ReasonNotCalled)
+	// kubectl olmguard doctor runs the same probe and reports it.
+	report = &doctor.Report{}
+	doctor.ProbeWebhook(ctx, env.Client, olmguard.DefaultNamespace, report)
+	if len(report.Findings) != 1 || report.Findings[0].Check != doctor.WebhookNotCalledCheck || len(report.Skipped) != 0 {
+		t.Errorf("doctor: findings %+v, skipped %q; want one %s", report.Findings, report.Skipped, doctor.WebhookNotCalledCheck)
+	}
 
 	restore()
 	testenv.EventuallyExplained(t, "the probe sees the webhook called again", probe(webhookprobe.Called))
