@@ -32,10 +32,16 @@ func (h WebhookProbeHandler) For(rules []admissionregistrationv1.RuleWithOperati
 
 func (h WebhookProbeHandler) decide(_ context.Context, r admit.Request[*review.Meta]) (admission.Response, error) {
 	dryRun := r.DryRun != nil && *r.DryRun
-	nonce, ok := webhookprobe.Answer(webhookprobe.Request{Namespace: r.Object.Namespace, Own: h.Namespace, DryRun: dryRun, Labels: r.Object.Labels})
-	if !ok {
+	// The request's namespace is the kube-apiserver's; an object naming another is not answered.
+	ns := r.AdmissionRequest.Namespace
+	nonce, ok := webhookprobe.Answer(webhookprobe.Request{Namespace: ns, Own: h.Namespace, DryRun: dryRun, Labels: r.Object.Labels})
+	if !ok || r.Object.Namespace != ns {
+		return admission.Allowed(""), nil
+	}
+	ops := webhookprobe.AnswerPatch(r.Object.Annotations, nonce)
+	if len(ops) == 0 {
 		return admission.Allowed(""), nil
 	}
 	metrics.Mutations.WithLabelValues(WebhookProbeWebhook).Inc()
-	return admission.Patched("olmguard's webhook was called", webhookprobe.AnswerPatch(r.Object.Annotations, nonce)...), nil
+	return admission.Patched("olmguard's webhook was called", ops...), nil
 }

@@ -83,8 +83,11 @@ func Answer(r Request) (string, bool) {
 }
 
 // AnswerPatch adds WebhookProbeAnswerAnnotation with nonce to an object whose annotations are
-// annotations, appending only.
+// annotations, appending only; nothing when the object carries that answer already.
 func AnswerPatch(annotations map[string]string, nonce string) []jsonpatch.Operation {
+	if got, ok := annotations[olmguard.WebhookProbeAnswerAnnotation]; ok && got == nonce {
+		return nil
+	}
 	if annotations == nil {
 		return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{olmguard.WebhookProbeAnswerAnnotation: nonce})}
 	}
