@@ -33,7 +33,7 @@ func (h WebhookProbeHandler) For(rules []admissionregistrationv1.RuleWithOperati
 func (h WebhookProbeHandler) decide(_ context.Context, r admit.Request[*review.Meta]) (admission.Response, error) {
 	dryRun := r.DryRun != nil && *r.DryRun
 	// The request's namespace is the kube-apiserver's; an object naming another is not answered.
-	ns := r.AdmissionRequest.Namespace
+	ns := r.Namespace
 	nonce, ok := webhookprobe.Answer(webhookprobe.Request{Namespace: ns, Own: h.Namespace, DryRun: dryRun, Labels: r.Object.Labels})
 	if !ok || r.Object.Namespace != ns {
 		return admission.Allowed(""), nil

@@ -21,8 +21,8 @@ func probeRequest(ns string, dryRun bool, obj []byte) admission.Request {
 		DryRun: ptr.To(dryRun), Kind: metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Object: runtime.RawExtension{Raw: obj}}}
 }
 
-func probeJSON(t testing.TB, ns, nonce string) []byte {
-	b, err := json.Marshal(webhookprobe.Object(ns, nonce))
+func probeJSON(t testing.TB, ns string) []byte {
+	b, err := json.Marshal(webhookprobe.Object(ns, "n1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,10 +36,10 @@ func TestWebhookProbeHandler(t *testing.T) {
 		req    admission.Request
 		marked bool
 	}{
-		{name: "the probe's dry run in olmguard's namespace", req: probeRequest("og", true, probeJSON(t, "og", "n1")), marked: true},
-		{name: "stored, not a dry run", req: probeRequest("og", false, probeJSON(t, "og", "n1"))},
-		{name: "a tenant's namespace", req: probeRequest("tenant", true, probeJSON(t, "tenant", "n1"))},
-		{name: "a tenant's request naming olmguard's namespace in the object", req: probeRequest("tenant", true, probeJSON(t, "og", "n1"))},
+		{name: "the probe's dry run in olmguard's namespace", req: probeRequest("og", true, probeJSON(t, "og")), marked: true},
+		{name: "stored, not a dry run", req: probeRequest("og", false, probeJSON(t, "og"))},
+		{name: "a tenant's namespace", req: probeRequest("tenant", true, probeJSON(t, "tenant"))},
+		{name: "a tenant's request naming olmguard's namespace in the object", req: probeRequest("tenant", true, probeJSON(t, "og"))},
 		{name: "an unmarked ConfigMap", req: probeRequest("og", true, []byte(`{"metadata":{"name":"x","namespace":"og"}}`))},
 		{name: "a mark that is no nonce", req: probeRequest("og", true, []byte(`{"metadata":{"name":"x","namespace":"og","labels":{"olmguard.io/webhook-probe":"\u001b[31m"}}}`))},
 	} {
@@ -68,7 +68,7 @@ func TestWebhookProbeHandler(t *testing.T) {
 // FuzzWebhookProbeHandler: any body gets a well-formed answer, never a panic; the marked object
 // needs no further patch, and nothing outside olmguard's namespace or outside a dry run is marked.
 func FuzzWebhookProbeHandler(f *testing.F) {
-	f.Add(probeJSON(f, "og", "n1"), "og", true)
+	f.Add(probeJSON(f, "og"), "og", true)
 	f.Add([]byte(`{"metadata":{"namespace":"og","labels":{"olmguard.io/webhook-probe":"a"},"annotations":{"olmguard.io/webhook-probe-answer":"b"}}}`), "og", true)
 	f.Add([]byte(`{"metadata":null}`), "x", false)
 	f.Fuzz(func(t *testing.T, obj []byte, ns string, dryRun bool) {
