@@ -152,10 +152,15 @@ func doctorWebhookFindings(t *testing.T, ctx context.Context, c *cluster.Cluster
 	return code, found
 }
 
-// waitProbeEvent waits for an Event of reason on olmguard's mutating webhook configuration,
-// recorded after since (cluster-scoped: in namespace default).
+// waitProbeEvent waits for an Event of reason on olmguard's mutating webhook configuration, its
+// UID included (kubectl describe finds Events by UID), recorded after since (cluster-scoped: in
+// namespace default).
 func waitProbeEvent(t *testing.T, c *cluster.Cluster, reason string, since time.Time) {
 	t.Helper()
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Name: olmguard.MutatingWebhookConfigurationName}, cfg); err != nil {
+		t.Fatal(err)
+	}
 	testenv.Eventually(t, "Event "+reason+" on "+olmguard.MutatingWebhookConfigurationName, func(ctx context.Context) (bool, error) {
 		events := &corev1.EventList{}
 		if err := c.Client.List(ctx, events, client.InNamespace(corev1.NamespaceDefault)); err != nil {
@@ -167,7 +172,7 @@ func waitProbeEvent(t *testing.T, c *cluster.Cluster, reason string, since time.
 				at = e.LastTimestamp.Time
 			}
 			if e.Reason == reason && e.InvolvedObject.Kind == "MutatingWebhookConfiguration" &&
-				e.InvolvedObject.Name == olmguard.MutatingWebhookConfigurationName && !at.Before(since) {
+				e.InvolvedObject.Name == olmguard.MutatingWebhookConfigurationName && e.InvolvedObject.UID == cfg.UID && !at.Before(since) {
 				return true, nil
 			}
 		}

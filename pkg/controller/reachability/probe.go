@@ -83,13 +83,17 @@ type Prober struct {
 	Namespace string
 	Interval  time.Duration
 	Recorder  events.EventRecorder
+	// Reader finds the MutatingWebhookConfiguration an Event is recorded on, with its UID, so
+	// that kubectl describe shows the Event (list by name: the controller may list, not get,
+	// webhook configurations); nil or not found records it by name only.
+	Reader client.Reader
 	// last is the previous probe's outcome, "" before the first.
 	last webhookprobe.Outcome
 }
 
 // Add registers the prober with mgr, as a leader-only runnable.
 func Add(mgr manager.Manager, o Options) error {
-	return mgr.Add(&Prober{Client: mgr.GetClient(), Namespace: o.Namespace, Interval: o.Interval, Recorder: mgr.GetEventRecorder(Name)})
+	return mgr.Add(&Prober{Client: mgr.GetClient(), Namespace: o.Namespace, Interval: o.Interval, Recorder: mgr.GetEventRecorder(Name), Reader: mgr.GetAPIReader()})
 }
 
 // NeedLeaderElection: one replica probes, so only one replica exports the gauge.
@@ -141,25 +145,31 @@ func (p *Prober) ProbeOnce(ctx context.Context, logger logr.Logger) webhookprobe
 	case !r.OK():
 		logger.Info("the kube-apiserver does not call olmguard's webhook: admissions go through unguarded", "outcome", r.Outcome, "message", msg,
 			"runbook", "docs/alerts.md#olmguardwebhooknotcalled")
-		p.event(corev1.EventTypeWarning, ReasonNotCalled, msg)
+		p.event(ctx, corev1.EventTypeWarning, ReasonNotCalled, msg)
 	case first:
 		logger.Info("the kube-apiserver calls olmguard's webhook", "outcome", r.Outcome)
 	default:
 		logger.Info("the kube-apiserver calls olmguard's webhook again", "outcome", r.Outcome)
-		p.event(corev1.EventTypeNormal, ReasonCalled, msg)
+		p.event(ctx, corev1.EventTypeNormal, ReasonCalled, msg)
 	}
 	return r
 }
 
 // event records a change on the MutatingWebhookConfiguration (cluster-scoped: the Event is in
 // the default namespace).
-func (p *Prober) event(eventType, reason, note string) {
+func (p *Prober) event(ctx context.Context, eventType, reason, note string) {
 	if p.Recorder == nil {
 		return
 	}
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	cfg.SetGroupVersionKind(admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"))
 	cfg.Name = olmguard.MutatingWebhookConfigurationName
+	if p.Reader != nil {
+		list := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+		if err := p.Reader.List(ctx, list, client.MatchingFields{"metadata.name": cfg.Name}); err == nil && len(list.Items) == 1 {
+			cfg = &list.Items[0]
+		}
+	}
+	cfg.SetGroupVersionKind(admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"))
 	p.Recorder.Eventf(cfg, nil, eventType, reason, "Probe", "%s", note)
 }
 
