@@ -215,7 +215,7 @@ bench-scale: binaries
 FUZZTIME ?= 2m
 # Go minimizes each new interesting input for 60 s by default, with no execs meanwhile.
 FUZZMINIMIZE ?= 5s
-FUZZ_TARGETS := ./pkg/mutate:FuzzInstallPlanHandler ./pkg/mutate:FuzzJobHandler ./pkg/mutate:FuzzCSVHandler ./pkg/mutate:FuzzServiceAccountHandler \
+FUZZ_TARGETS := ./pkg/mutate:FuzzInstallPlanHandler ./pkg/mutate:FuzzJobHandler ./pkg/mutate:FuzzCSVHandler ./pkg/mutate:FuzzServiceAccountHandler ./pkg/mutate:FuzzWebhookProbeHandler \
 	./pkg/validate:FuzzHandlers ./pkg/validate:FuzzOperatorGroupHandler ./pkg/validate:FuzzCatalogSourceHandler ./pkg/validate:FuzzCSVReplacesHandler ./pkg/review:FuzzFields ./pkg/webhook:FuzzReviewGuard \
 	./internal/shellquote:FuzzQuote ./internal/printable:FuzzEscape ./internal/kubectlcmd:FuzzCommand
 .PHONY: fuzz

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -287,7 +288,11 @@ func TestWebhookConfigurations(t *testing.T) {
 			for i := range wantM.Webhooks {
 				w := &wantM.Webhooks[i]
 				if tc.change != nil {
-					tc.change(&w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, &w.NamespaceSelector.MatchExpressions[0].Values)
+					excluded := &w.NamespaceSelector.MatchExpressions[0].Values
+					if w.NamespaceSelector.MatchExpressions[0].Operator == metav1.LabelSelectorOpIn {
+						excluded = &[]string{} // the probe's webhook: olmguard's namespace only, whatever the values exclude
+					}
+					tc.change(&w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, excluded)
 				}
 			}
 			for i := range wantV.Webhooks {
@@ -371,11 +376,11 @@ func TestExamples(t *testing.T) {
 		},
 		"controller-tuning.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
 			o, r := parseController(t, args(t, objs, "olmguard-controller"))
-			if slices.Contains(o.Controllers, "subscription-drift") || len(o.Controllers) != 5 {
+			if slices.Contains(o.Controllers, "subscription-drift") || !slices.Contains(o.Controllers, "webhook-probe") || len(o.Controllers) != 6 {
 				t.Errorf("--controllers %v", o.Controllers)
 			}
 			if r.CatalogPods.Grace != 10*time.Second || r.CatalogPods.DeletionsPerMinute != 30 || string(r.CSVCleanup.OperandCleanup) != "always" ||
-				r.CSVCleanup.Timeout != 20*time.Minute || !r.UnpackJobs.RetryFailed || r.UnpackJobs.RetryFailedAfter != 5*time.Minute || r.OLMAudit.Interval != 30*time.Minute || o.LeaseDuration != 15*time.Second {
+				r.CSVCleanup.Timeout != 20*time.Minute || !r.UnpackJobs.RetryFailed || r.UnpackJobs.RetryFailedAfter != 5*time.Minute || r.OLMAudit.Interval != 30*time.Minute || r.WebhookProbe.Interval != 30*time.Second || o.LeaseDuration != 15*time.Second {
 				t.Errorf("options %+v %+v", o, r)
 			}
 		},
@@ -604,6 +609,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"timeout above 30 s", `{webhook: {timeoutSeconds: 31}}`, []string{"/webhook/timeoutSeconds", "maximum"}},
 		{"duration without a unit", `{controller: {catalogPods: {grace: 30}}}`, []string{"/controller/catalogPods/grace", "string"}},
 		{"duration of words", `{controller: {csvCleanup: {timeout: ten minutes}}}`, []string{"/controller/csvCleanup/timeout", "does not match pattern"}},
+		{"webhook probe interval of words", `{controller: {webhookProbe: {interval: every minute}}}`, []string{"/controller/webhookProbe/interval", "does not match pattern"}},
+		{"webhook probe switch not a boolean", `{controller: {reconcilers: {webhookProbe: "no"}}}`, []string{"/controller/reconcilers/webhookProbe", "boolean"}},
 		{"unknown operand cleanup", `{controller: {csvCleanup: {operandCleanup: sometimes}}}`, []string{"/controller/csvCleanup/operandCleanup", "'opt-in', 'always', 'never'"}},
 		{"root pods", `{podSecurityContext: {runAsNonRoot: false}}`, []string{"/podSecurityContext/runAsNonRoot", "true"}},
 		{"unconfined seccomp", `{podSecurityContext: {seccompProfile: {type: Unconfined}}}`, []string{"/podSecurityContext/seccompProfile/type"}},
@@ -679,7 +686,7 @@ func TestSchemaRejects(t *testing.T) {
 	// And the templates' own checks, which the schema cannot express clearly or which hold even
 	// with --skip-schema-validation.
 	for values, want := range map[string]string{
-		`{controller: {reconcilers: {installPlanOwners: false, subscriptionDrift: false, csvCleanup: false, unpackJobs: false, catalogPods: false, olmAudit: false}}}`: "controller.reconcilers: enable at least one reconciler",
+		`{controller: {reconcilers: {installPlanOwners: false, subscriptionDrift: false, csvCleanup: false, unpackJobs: false, catalogPods: false, olmAudit: false, webhookProbe: false}}}`: "controller.reconcilers: enable at least one reconciler",
 		`{commonLabels: {app.kubernetes.io/name: other}}`:                                   "commonLabels: app.kubernetes.io/name is olmguard's own label",
 		`{commonLabels: {app.kubernetes.io/managed-by: kubectl}}`:                           "commonLabels: app.kubernetes.io/managed-by is olmguard's own label",
 		`{fullnameOverride: guard}`:                                                         `fullnameOverride "guard": olmguard's object names are fixed`,

@@ -53,9 +53,16 @@ func WebhookConfigurations(hooks []registration.Webhook) ([]byte, error) {
 		meta := u["metadata"].(map[string]any)
 		meta["labels"], meta["annotations"] = markLabels, markAnnotations
 		hooks, _ := u["webhooks"].([]any)
+		selected := 0
 		for _, h := range hooks {
 			h := h.(map[string]any)
-			h["failurePolicy"], h["timeoutSeconds"], h["namespaceSelector"] = markFailurePolicy, markTimeout, markNamespaceSelector
+			h["failurePolicy"], h["timeoutSeconds"] = markFailurePolicy, markTimeout
+			// The reachability probe's webhook selects olmguard's namespace alone
+			// (registration.OwnNamespaceSelector): the values' exclusions are not for it.
+			if !ownNamespaceOnly(h) {
+				h["namespaceSelector"] = markNamespaceSelector
+				selected++
+			}
 			cc := h["clientConfig"].(map[string]any)
 			cc["caBundle"] = markCABundle
 		}
@@ -66,7 +73,7 @@ func WebhookConfigurations(hooks []registration.Webhook) ([]byte, error) {
 		if i > 0 {
 			out.WriteString("---\n")
 		}
-		t, err := templateMarks(string(b), len(hooks))
+		t, err := templateMarks(string(b), len(hooks), selected)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", obj.GetObjectKind().GroupVersionKind().Kind, err)
 		}
@@ -75,12 +82,23 @@ func WebhookConfigurations(hooks []registration.Webhook) ([]byte, error) {
 	return []byte(out.String()), nil
 }
 
+// ownNamespaceOnly reports whether a webhook of Build's output selects olmguard's namespace only.
+func ownNamespaceOnly(h map[string]any) bool {
+	sel, _ := h["namespaceSelector"].(map[string]any)
+	exprs, _ := sel["matchExpressions"].([]any)
+	if len(exprs) != 1 {
+		return false
+	}
+	e, _ := exprs[0].(map[string]any)
+	return e["operator"] == "In"
+}
+
 var markLine = regexp.MustCompile(`^(\s*)([A-Za-z]+): '?(@@[A-Za-z]+@@)'?$`)
 
 // templateMarks replaces the marked lines of one configuration's YAML by template expressions,
 // and checks each mark is found as often as expected.
-func templateMarks(doc string, hooks int) (string, error) {
-	want := map[string]int{markLabels: 1, markAnnotations: 1, markFailurePolicy: hooks, markTimeout: hooks, markNamespaceSelector: hooks, markCABundle: hooks}
+func templateMarks(doc string, hooks, selected int) (string, error) {
+	want := map[string]int{markLabels: 1, markAnnotations: 1, markFailurePolicy: hooks, markTimeout: hooks, markNamespaceSelector: selected, markCABundle: hooks}
 	got := map[string]int{}
 	var out []string
 	if strings.Contains(doc, "{{") || strings.Contains(doc, "}}") {

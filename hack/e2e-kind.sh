@@ -49,7 +49,7 @@ step "deploying olmguard (cert-manager overlay)"
 make deploy OVERLAY=cert-manager IMG="$IMG"
 
 step "kubectl olmguard doctor"
-go run ./cmd/kubectl-olmguard doctor || echo "(doctor found problems: see above)"
+go run ./cmd/kubectl-olmguard doctor -A || echo "(doctor found problems: see above)"
 
 step "end-to-end tests against the kind cluster"
 OLMGUARD_E2E_KUBECONFIG=$kubeconfig go test -count=1 -v -timeout 30m -run 'TestManifests|TestCluster' ./test/e2e/

@@ -51,7 +51,7 @@ func TestVersion(t *testing.T) { clitest.Version(t, run, name, "--version") }
 // after the kubeconfig was loaded, and exited 1).
 func TestUnknownReconcilerIsABadFlag(t *testing.T) {
 	clitest.BadFlags(t, run, name, []clitest.BadFlag{
-		{Args: []string{"--controllers=csv-cleanup,nope"}, Want: `--controllers: unknown reconciler "nope" (known: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods, olm-audit)`},
+		{Args: []string{"--controllers=csv-cleanup,nope"}, Want: `--controllers: unknown reconciler "nope" (known: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods, olm-audit, webhook-probe)`},
 		{Args: []string{"--controllers=,"}, Want: "lists no reconciler"},
 	})
 }

@@ -32,7 +32,8 @@ when it names none); -A (--all-namespaces) audits every namespace, and only a wh
 counts OLM's copied CSVs (--copied-csvs-above).
 
 Exit status: 0 healthy, 1 problems found, 2 the audit could not run or was incomplete (a kind it
-may not read is listed as skipped). Progress and the apiserver's warnings go to stderr: with
+may not read is listed as skipped). A whole-cluster audit also checks, with a dry-run create in
+--olmguard-namespace, that the kube-apiserver calls olmguard's webhook. Progress and the apiserver's warnings go to stderr: with
 -o json or -o yaml, stdout holds the report only.`
 
 const doctorExample = `  kubectl olmguard doctor -A                  # every namespace
@@ -46,7 +47,7 @@ func newDoctor(cf *genericclioptions.ConfigFlags, s streams) *cobra.Command {
 	// with its original's annotations.
 	o.SkipCopiedCSVs = true
 	var all, includeCopies bool
-	output := "table"
+	output, olmguardNamespace := "table", "olmguard-system"
 	cmd := &cobra.Command{
 		Use:     "doctor",
 		Short:   "Audit the cluster for the OLM failures olmguard fixes (F1–F5) and those it reports",
@@ -79,6 +80,10 @@ func newDoctor(cf *genericclioptions.ConfigFlags, s streams) *cobra.Command {
 			if err != nil {
 				return failed(s.err, "doctor", err, 2)
 			}
+			if o.Namespace == "" {
+				// The path the kube-apiserver takes to the webhook (every webhook fails open, silently).
+				doctor.ProbeWebhook(cmd.Context(), c, olmguardNamespace, report)
+			}
 			if err := write(s.out, report); err != nil {
 				return failed(s.err, "doctor", err, 2)
 			}
@@ -98,6 +103,7 @@ func newDoctor(cf *genericclioptions.ConfigFlags, s streams) *cobra.Command {
 	f.DurationVar(&o.PendingAfter, "pending-after", o.PendingAfter, "how long a CSV may stay Pending/Installing, or a catalog not READY, before it is reported")
 	f.DurationVar(&o.Recheck, "recheck", o.Recheck, "wait before confirming a Subscription out of step with its plan")
 	f.BoolVar(&includeCopies, "include-copied-csvs", false, "also read CSVs labelled olm.copiedFrom, OLM's copies of an AllNamespaces operator's CSV (left out by default, as OLM's own informers leave them out)")
+	f.StringVar(&olmguardNamespace, "olmguard-namespace", olmguardNamespace, "olmguard's namespace: a whole-cluster audit (-A) checks that the kube-apiserver calls olmguard's webhook with a dry-run create of a ConfigMap there, which stores nothing but needs create on configmaps in it")
 	f.IntVar(&o.CopiedCSVsAbove, "copied-csvs-above", o.CopiedCSVsAbove, "report OLM's copies of operators installed for all namespaces when they are more than this many, counted from the originals and the namespaces (0 leaves the check out; whole-cluster audits only)")
 	_ = cmd.RegisterFlagCompletionFunc("output", func(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
 		var names []string

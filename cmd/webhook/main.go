@@ -41,6 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Validate: opts.Validate,
 		Run: func(ctx context.Context, cfg *rest.Config) error {
 			memory.Log(ctrl.Log.WithName("memlimit"))
+			handlers.Namespace = opts.Namespace
 			opts.Endpoints = handlers.Admission()
 			return webhook.Run(ctx, cfg, opts)
 		},

@@ -49,7 +49,7 @@ type Rule struct {
 var Foundation = []Pattern{"pkg/olm/...", "pkg/olmguard", "pkg/review", "pkg/metrics"}
 
 // Knowledge are the packages that hold one failure class each, as pure functions and types.
-var Knowledge = []Pattern{"pkg/owners", "pkg/drift", "pkg/cleanup", "pkg/unpack", "pkg/catalog", "pkg/operatorgroups", "pkg/serviceaccounts", "pkg/replaces"}
+var Knowledge = []Pattern{"pkg/owners", "pkg/drift", "pkg/cleanup", "pkg/unpack", "pkg/catalog", "pkg/operatorgroups", "pkg/serviceaccounts", "pkg/replaces", "pkg/webhookprobe"}
 
 // Writes is the one write path: the guarded patches, the exact deletes and the nudge with which the
 // consumers apply what the knowledge packages decide (the knowledge packages never write).

@@ -37,6 +37,9 @@ const (
 	// OLM is an OLM failure olmguard reports but does not heal (olm.go), with OLM's own words as
 	// the finding's evidence.
 	OLM Class = "OLM"
+	// Webhook is olmguard's own webhook not called by the kube-apiserver (webhook.go): every
+	// webhook fails open, so olmguard guards nothing at admission.
+	Webhook Class = "Webhook"
 )
 
 // Finding is one problem on one object.

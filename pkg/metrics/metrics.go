@@ -141,6 +141,25 @@ var (
 		Name: "olmguard_audit_interval_seconds",
 		Help: "Time between two OLM audits (--audit-interval), exported by the replica that audits.",
 	})
+	// WebhookReachable is the last reachability probe's result (pkg/webhookprobe): 1 when the
+	// kube-apiserver called olmguard's mutating webhook for the probe's dry run, 0 when it did not
+	// (every webhook fails open, so admissions then go through unguarded) or the dry run failed.
+	// Set by the controller replica that probes (the leader).
+	WebhookReachable = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "olmguard_webhook_reachable",
+		Help: "1 when the controller's last probe (a dry-run create olmguard's mutating webhook must mutate) showed the kube-apiserver calls the webhook, 0 when it did not or the dry run failed.",
+	})
+	// WebhookProbeFailures counts failed reachability probes by outcome (NotCalled: the answer
+	// lacked the webhook's mutation; Failed: the dry run itself failed).
+	WebhookProbeFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "olmguard_webhook_probe_failures_total",
+		Help: "Reachability probes of the webhook that failed, by outcome (NotCalled: the kube-apiserver did not call the webhook; Failed: the dry run failed).",
+	}, []string{"outcome"})
+	// WebhookProbeLastSuccess is when a probe last saw the kube-apiserver call the webhook.
+	WebhookProbeLastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "olmguard_webhook_probe_last_success_timestamp_seconds",
+		Help: "When the controller's reachability probe last saw the kube-apiserver call olmguard's webhook, in seconds since the epoch.",
+	})
 	// AuditSkippedChecks is how many groups of checks the last audit could not run (a kind not
 	// installed or not readable).
 	AuditSkippedChecks = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -154,7 +173,8 @@ var (
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{WebhookRequests, WebhookRequestsRefused, WebhookCertificateExpiry, Mutations, LookupErrors, ReadsCapped, SubscriptionReads, PolicyViolations, InstallPlanRepairs, CatalogPodRecoveries, CatalogPodRecoveriesHeld,
 		UnpackJobRepairs, UnpackFailedJobsRemoved, CleanupDeletions, CleanupTimeouts, SubscriptionDrifts, SubscriptionNudges, SubscriptionsDrifting,
-		AuditFindings, AuditRuns, AuditLastSuccess, AuditInterval, AuditSkippedChecks}
+		AuditFindings, AuditRuns, AuditLastSuccess, AuditInterval, AuditSkippedChecks,
+		WebhookReachable, WebhookProbeFailures, WebhookProbeLastSuccess}
 }
 
 func init() {

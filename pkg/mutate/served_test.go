@@ -24,6 +24,8 @@ func served(d admit.Decider) admission.Handler {
 		rules = registration.JobCreates()
 	case *ServiceAccountHandler:
 		rules = registration.ServiceAccountUpdates()
+	case WebhookProbeHandler:
+		rules = registration.WebhookProbeCreates()
 	default:
 		panic(fmt.Sprintf("no endpoint serves %T", d))
 	}

@@ -24,6 +24,13 @@ const (
 	CleanupDisabled   = "disabled"
 	// ResyncAnnotation is bumped on OLM objects to make OLM re-reconcile them.
 	ResyncAnnotation = AnnotationPrefix + "resync"
+	// WebhookProbeLabel marks the ConfigMap the controller's webhook probe (and doctor) create
+	// with a server-side dry run in olmguard's own namespace; the webhook answers only such a
+	// dry run there (pkg/webhookprobe).
+	WebhookProbeLabel = AnnotationPrefix + "webhook-probe"
+	// WebhookProbeAnswerAnnotation is what the webhook adds to the probe object: seeing it in
+	// the dry run's answer proves the kube-apiserver called the webhook.
+	WebhookProbeAnswerAnnotation = AnnotationPrefix + "webhook-probe-answer"
 )
 
 // Default names of olmguard's own objects.
@@ -45,10 +52,12 @@ const (
 
 // Admission paths served by the webhook.
 const (
-	MutateClusterServiceVersionsPath   = "/mutate/clusterserviceversions"
-	MutateInstallPlansPath             = "/mutate/installplans"
-	MutateJobsPath                     = "/mutate/jobs"
-	MutateServiceAccountsPath          = "/mutate/serviceaccounts"
+	MutateClusterServiceVersionsPath = "/mutate/clusterserviceversions"
+	MutateInstallPlansPath           = "/mutate/installplans"
+	MutateJobsPath                   = "/mutate/jobs"
+	MutateServiceAccountsPath        = "/mutate/serviceaccounts"
+	// MutateWebhookProbePath answers the reachability probe (pkg/webhookprobe).
+	MutateWebhookProbePath             = "/mutate/webhook-probe"
 	ValidateSubscriptionsPath          = "/validate/subscriptions"
 	ValidateInstallPlansPath           = "/validate/installplans"
 	ValidateClusterServiceVersionsPath = "/validate/clusterserviceversions"

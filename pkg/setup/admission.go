@@ -62,6 +62,14 @@ func (w Webhook) Admission() []admit.Endpoint {
 				Rules: registration.ServiceAccountUpdates(), MatchConditions: registration.ByOLMServiceAccount()},
 			Handler: admit.Static(&mutate.ServiceAccountHandler{OLMUsers: w.OLMUsers, Disabled: !w.RestoreServiceAccountMetadata}),
 		},
+		{ // The reachability probe (pkg/webhookprobe): the dry-run ConfigMaps the controller and doctor
+			// create in olmguard's own namespace, and nothing else, are answered with a mark that
+			// shows the kube-apiserver called the webhook.
+			Webhook: registration.Webhook{Name: "webhook-probe.mutate.olmguard.io", Path: olmguard.MutateWebhookProbePath, Mutating: true,
+				Rules: registration.WebhookProbeCreates(), ObjectSelector: registration.WebhookProbeLabels(),
+				MatchConditions: registration.DryRunOnly(), OwnNamespace: true},
+			Handler: admit.Static(mutate.WebhookProbeHandler{Namespace: w.Namespace}),
+		},
 		{ // Duplicate packages and mixed approval in a namespace; a create where no OperatorGroup is; an untrusted catalog.
 			Webhook: registration.Webhook{Name: "subscriptions.validate.olmguard.io", Path: olmguard.ValidateSubscriptionsPath,
 				Rules: registration.OLMRule("subscriptions", create, update)},

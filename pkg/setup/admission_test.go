@@ -112,8 +112,8 @@ func TestBuildConfigurations(t *testing.T) {
 			t.Errorf("labels = %v, want %s=%s", l, olmguard.NameLabel, olmguard.Name)
 		}
 	}
-	if len(m.Webhooks) != 4 || len(v.Webhooks) != 6 {
-		t.Fatalf("got %d mutating and %d validating webhooks, want 4 and 6", len(m.Webhooks), len(v.Webhooks))
+	if len(m.Webhooks) != 5 || len(v.Webhooks) != 6 {
+		t.Fatalf("got %d mutating and %d validating webhooks, want 5 and 6", len(m.Webhooks), len(v.Webhooks))
 	}
 	for _, w := range m.Webhooks {
 		if w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.NeverReinvocationPolicy {
@@ -128,9 +128,13 @@ func TestBuildCommonFields(t *testing.T) {
 	wantNS := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "guard"},
 	}}}
+	// The reachability probe's webhook is sent objects of olmguard's namespace only.
+	wantOwnNS := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{"guard"},
+	}}}
 	hs := hooks(o)
-	if len(hs) != 10 {
-		t.Fatalf("got %d distinct webhook names, want 10", len(hs))
+	if len(hs) != 11 {
+		t.Fatalf("got %d distinct webhook names, want 11", len(hs))
 	}
 	var paths []string
 	for name, h := range hs {
@@ -147,7 +151,11 @@ func TestBuildCommonFields(t *testing.T) {
 			if !slices.Equal(h.versions, []string{"v1"}) {
 				t.Errorf("admissionReviewVersions = %v, want [v1]", h.versions)
 			}
-			if diff := cmp.Diff(wantNS, h.namespaceSel); diff != "" {
+			want := wantNS
+			if name == "webhook-probe.mutate.olmguard.io" {
+				want = wantOwnNS
+			}
+			if diff := cmp.Diff(want, h.namespaceSel); diff != "" {
 				t.Errorf("namespaceSelector (-want +got):\n%s", diff)
 			}
 			if h.objectSel == nil {
@@ -210,6 +218,14 @@ func TestBuildPerWebhook(t *testing.T) {
 			name: "serviceaccounts.mutate.olmguard.io", path: olmguard.MutateServiceAccountsPath,
 			group: "", version: "v1", resource: "serviceaccounts", ops: ops(update),
 			conditions: []string{"request.userInfo.username.startsWith('system:serviceaccount:') && request.userInfo.username.endsWith(':olm-operator-serviceaccount')"},
+		},
+		{
+			// The reachability probe: only dry runs of marked ConfigMaps (in olmguard's namespace:
+			// TestBuildCommonFields).
+			name: "webhook-probe.mutate.olmguard.io", path: olmguard.MutateWebhookProbePath,
+			group: "", version: "v1", resource: "configmaps", ops: ops(create),
+			objectSel:  []metav1.LabelSelectorRequirement{{Key: "olmguard.io/webhook-probe", Operator: metav1.LabelSelectorOpExists}},
+			conditions: []string{"request.dryRun"},
 		},
 		{
 			name: "subscriptions.validate.olmguard.io", path: olmguard.ValidateSubscriptionsPath,

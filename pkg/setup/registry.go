@@ -13,6 +13,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
 	"github.com/olmguard/olmguard/pkg/controller/installplans"
 	"github.com/olmguard/olmguard/pkg/controller/olmaudit"
+	"github.com/olmguard/olmguard/pkg/controller/reachability"
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
 )
@@ -40,6 +41,10 @@ var reconcilers = mustRegistry(
 	// failures olmguard cannot heal alone can be alerted on.
 	withOptions(olmaudit.Name, func(c *Controller) *olmaudit.Options { return &c.OLMAudit },
 		olmaudit.DefaultOptions, olmaudit.CacheNeeds, olmaudit.Add),
+	// Shows whether the kube-apiserver calls the webhook at all (every webhook fails open): a
+	// dry-run create the webhook must mutate, every interval, exported for alerting.
+	withOptions(reachability.Name, func(c *Controller) *reachability.Options { return &c.WebhookProbe },
+		reachability.DefaultOptions, reachability.CacheNeeds, reachability.Add),
 )
 
 // settings are a reconciler's options as the registry uses them.

@@ -14,6 +14,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
 	"github.com/olmguard/olmguard/pkg/controller/olmaudit"
+	"github.com/olmguard/olmguard/pkg/controller/reachability"
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
 )
@@ -79,7 +80,7 @@ func TestControllersHelpListsEachReconcilerOnce(t *testing.T) {
 // --controllers is checked against the registry with the flags: an unknown name is rejected with
 // the list of the known ones.
 func TestValidateControllerSelection(t *testing.T) {
-	known := "(known: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods, olm-audit)"
+	known := "(known: installplan-owners, subscription-drift, csv-cleanup, unpack-jobs, catalog-pods, olm-audit, webhook-probe)"
 	for name, tc := range map[string]struct {
 		args    []string
 		wantErr string // "" : valid
@@ -126,7 +127,8 @@ func TestValidateControllerSelection(t *testing.T) {
 // Every reconciler gets its package's defaults, and Reconciler finds each one by name.
 func TestRegistryDefaultsAndLookup(t *testing.T) {
 	want := Controller{SubscriptionDrift: subscriptiondrift.DefaultOptions(), CSVCleanup: csvcleanup.DefaultOptions(),
-		UnpackJobs: unpackjobs.DefaultOptions(), CatalogPods: catalogpods.DefaultOptions(), OLMAudit: olmaudit.DefaultOptions()}
+		UnpackJobs: unpackjobs.DefaultOptions(), CatalogPods: catalogpods.DefaultOptions(), OLMAudit: olmaudit.DefaultOptions(),
+		WebhookProbe: reachability.DefaultOptions()}
 	c := DefaultController()
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("DefaultController() = %+v, want %+v", c, want)

@@ -13,8 +13,10 @@ import (
 	"github.com/olmguard/olmguard/pkg/controller/catalogpods"
 	"github.com/olmguard/olmguard/pkg/controller/csvcleanup"
 	"github.com/olmguard/olmguard/pkg/controller/olmaudit"
+	"github.com/olmguard/olmguard/pkg/controller/reachability"
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/controller/unpackjobs"
+	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/serviceaccounts"
 	"github.com/olmguard/olmguard/pkg/validate"
 )
@@ -38,12 +40,15 @@ type Webhook struct {
 	// OLMUsers are OLM's identities, the only requesters whose ServiceAccount updates are
 	// corrected (--olm-users).
 	OLMUsers []string
+	// Namespace is olmguard's (the webhook's --namespace, set by the binary): the only namespace
+	// whose reachability probes the webhook answers.
+	Namespace string
 }
 
 // DefaultWebhook returns the flag defaults.
 func DefaultWebhook() Webhook {
 	return Webhook{Policies: validate.DefaultPolicies(), UnpackJobTTL: 10 * time.Minute, CleanupUsers: validate.DefaultCleanupUsers, ConsistentSubscriptionReads: true,
-		TrustedCatalogs: validate.DefaultTrustedCatalogs(), RestoreServiceAccountMetadata: true, OLMUsers: serviceaccounts.DefaultOLMUsers()}
+		TrustedCatalogs: validate.DefaultTrustedCatalogs(), RestoreServiceAccountMetadata: true, OLMUsers: serviceaccounts.DefaultOLMUsers(), Namespace: olmguard.DefaultNamespace}
 }
 
 // BindFlags registers the policy flags, the trusted catalogs and --unpack-job-default-ttl.
@@ -68,4 +73,5 @@ type Controller struct {
 	UnpackJobs        unpackjobs.Options
 	CatalogPods       catalogpods.Options
 	OLMAudit          olmaudit.Options
+	WebhookProbe      reachability.Options
 }

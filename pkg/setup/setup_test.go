@@ -216,6 +216,7 @@ func TestControllerFlags(t *testing.T) {
 	for name, want := range map[string]string{
 		"catalog-pod-grace": "30s", "catalog-pod-deletions-per-minute": "10", "cleanup-timeout": "10m0s",
 		"operand-cleanup": "opt-in", "drift-window": "30s", "unpack-job-ttl": "10m0s",
+		"webhook-probe-interval": "1m0s", "webhook-probe-namespace": olmguard.DefaultNamespace,
 	} {
 		if f := fs.Lookup(name); f == nil || f.DefValue != want {
 			t.Errorf("--%s: %+v, want default %q", name, f, want)
@@ -246,6 +247,12 @@ func TestControllerFlags(t *testing.T) {
 		"tiny unpack TTL":        {args: []string{"--unpack-job-ttl=5s"}, wantErr: "--unpack-job-ttl 5s must be at least 1m0s"},
 		"zero deletions":         {args: []string{"--catalog-pod-deletions-per-minute=0"}, wantErr: "--catalog-pod-deletions-per-minute 0"},
 		"deletions not a number": {args: []string{"--catalog-pod-deletions-per-minute=many"}, wantErr: "catalog-pod-deletions-per-minute"},
+		"webhook probe": {args: []string{"--webhook-probe-interval=2s", "--webhook-probe-namespace=guard"},
+			check: func(c setup.Controller) bool {
+				return c.WebhookProbe.Interval == 2*time.Second && c.WebhookProbe.Namespace == "guard"
+			}},
+		"webhook probe too often": {args: []string{"--webhook-probe-interval=10ms"}, wantErr: "--webhook-probe-interval 10ms must be at least 1s"},
+		"webhook probe namespace": {args: []string{"--webhook-probe-namespace=Nope!"}, wantErr: "--webhook-probe-namespace"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := setup.DefaultController()

@@ -100,7 +100,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, `address of /healthz and /readyz ("0" disables)`)
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of /metrics ("0" disables)`)
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "serve /metrics over HTTPS, only to callers the kube-apiserver authenticates and allows get on /metrics")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of olmguard (webhook Service, TLS Secret); never sent to the webhook")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of olmguard (webhook Service, TLS Secret); never sent to the webhook, but for the reachability probe's dry runs")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "name of the webhook Service, used for the certificate's DNS names")
 	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory with tls.crt, tls.key and optionally ca.crt, hot reloaded; with --self-signed, where the issued files go (empty: a temporary directory)")
 	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "issue and rotate a self-signed CA and serving certificate, kept in Secret "+olmguard.WebhookTLSSecretName+", and inject the CA into olmguard's webhook configurations")

@@ -182,6 +182,8 @@ func checkWebhookConfigurations(t *testing.T, overlay string, objs []*unstructur
 		{"clusterserviceversions.mutate.olmguard.io", "operators.coreos.com/clusterserviceversions", "CREATE,UPDATE"},
 		{"jobs.mutate.olmguard.io", "batch/jobs", "CREATE"},
 		{"serviceaccounts.mutate.olmguard.io", "/serviceaccounts", "UPDATE"},
+		// The reachability probe (issue 35): dry runs of marked ConfigMaps in olmguard's namespace only.
+		{"webhook-probe.mutate.olmguard.io", "/configmaps", "CREATE"},
 		{"subscriptions.validate.olmguard.io", "operators.coreos.com/subscriptions", "CREATE,UPDATE"},
 		// Catalog trust (issue 20, newer than DESIGN.md): CatalogSources as they are written.
 		{"catalogsources.validate.olmguard.io", "operators.coreos.com/catalogsources", "CREATE,UPDATE"},
@@ -215,11 +217,20 @@ func checkWebhookConfigurations(t *testing.T, overlay string, objs []*unstructur
 		if timeout == nil || *timeout > 5 {
 			t.Errorf("%s: timeoutSeconds %v, want a few seconds", name, timeout)
 		}
-		excluded := ""
-		if ns != nil && len(ns.MatchExpressions) == 1 && ns.MatchExpressions[0].Key == "kubernetes.io/metadata.name" && ns.MatchExpressions[0].Operator == "NotIn" {
-			excluded = strings.Join(ns.MatchExpressions[0].Values, ",")
+		excluded, only := "", ""
+		if ns != nil && len(ns.MatchExpressions) == 1 && ns.MatchExpressions[0].Key == "kubernetes.io/metadata.name" {
+			switch ns.MatchExpressions[0].Operator {
+			case "NotIn":
+				excluded = strings.Join(ns.MatchExpressions[0].Values, ",")
+			case "In":
+				only = strings.Join(ns.MatchExpressions[0].Values, ",")
+			}
 		}
-		if excluded != "kube-system,"+olmguard.DefaultNamespace {
+		if name == "webhook-probe.mutate.olmguard.io" {
+			if only != olmguard.DefaultNamespace {
+				t.Errorf("%s: namespaceSelector %v, want %s only", name, ns, olmguard.DefaultNamespace)
+			}
+		} else if excluded != "kube-system,"+olmguard.DefaultNamespace {
 			t.Errorf("%s: namespaceSelector %v, want kube-system and %s excluded", name, ns, olmguard.DefaultNamespace)
 		}
 	}

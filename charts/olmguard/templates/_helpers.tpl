@@ -207,7 +207,7 @@ else the enabled ones.
 {{- define "olmguard.reconcilers" -}}
 {{- $r := .Values.controller.reconcilers -}}
 {{- $on := list -}}
-{{- range $name, $key := dict "installplan-owners" "installPlanOwners" "subscription-drift" "subscriptionDrift" "csv-cleanup" "csvCleanup" "unpack-jobs" "unpackJobs" "catalog-pods" "catalogPods" "olm-audit" "olmAudit" -}}
+{{- range $name, $key := dict "installplan-owners" "installPlanOwners" "subscription-drift" "subscriptionDrift" "csv-cleanup" "csvCleanup" "unpack-jobs" "unpackJobs" "catalog-pods" "catalogPods" "olm-audit" "olmAudit" "webhook-probe" "webhookProbe" -}}
 {{- if index $r $key }}{{ $on = append $on $name }}{{ end -}}
 {{- end -}}
 {{- if not $on }}{{ fail "controller.reconcilers: enable at least one reconciler" }}{{ end -}}

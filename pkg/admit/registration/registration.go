@@ -47,6 +47,9 @@ type Webhook struct {
 	// ObjectSelector narrows the objects sent (nil: all).
 	ObjectSelector  *metav1.LabelSelector
 	MatchConditions []admissionregistrationv1.MatchCondition
+	// OwnNamespace sends objects of olmguard's own namespace only (the reachability probe),
+	// instead of every namespace but kube-system and olmguard's.
+	OwnNamespace bool
 }
 
 // Options describe where the apiserver finds the webhook.
@@ -245,6 +248,37 @@ func ReplacesWritten() []admissionregistrationv1.MatchCondition {
 	}}
 }
 
+// WebhookProbeCreates sends ConfigMap creations: with WebhookProbeLabels, OwnNamespace and
+// DryRunOnly, only the reachability probe's (pkg/webhookprobe).
+func WebhookProbeCreates() []admissionregistrationv1.RuleWithOperations {
+	return []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{""}, APIVersions: []string{"v1"},
+			Resources: []string{"configmaps"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+		},
+	}}
+}
+
+// WebhookProbeLabels selects the objects marked as the reachability probe.
+func WebhookProbeLabels() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: olmguard.WebhookProbeLabel, Operator: metav1.LabelSelectorOpExists},
+	}}
+}
+
+// DryRunOnly sends only dry-run requests: nothing the probe's path answers is ever stored.
+func DryRunOnly() []admissionregistrationv1.MatchCondition {
+	return []admissionregistrationv1.MatchCondition{{Name: "dry-run-only", Expression: "has(request.dryRun) && request.dryRun"}}
+}
+
+// OwnNamespaceSelector selects olmguard's namespace only.
+func OwnNamespaceSelector(namespace string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{namespace},
+	}}}
+}
+
 // ExcludedNamespaces are the namespaces whose objects are never sent to olmguard.
 func ExcludedNamespaces(namespace string) []string {
 	ns := []string{"kube-system"}
@@ -256,6 +290,9 @@ func ExcludedNamespaces(namespace string) []string {
 
 func mutatingWebhook(o Options, h Webhook) admissionregistrationv1.MutatingWebhook {
 	c := common(o, h.Path, h.ObjectSelector)
+	if h.OwnNamespace {
+		c.namespaceSelector = OwnNamespaceSelector(o.Namespace)
+	}
 	return admissionregistrationv1.MutatingWebhook{
 		Name: h.Name, ClientConfig: c.clientConfig, Rules: h.Rules,
 		FailurePolicy: c.failurePolicy, MatchPolicy: c.matchPolicy,
@@ -268,6 +305,9 @@ func mutatingWebhook(o Options, h Webhook) admissionregistrationv1.MutatingWebho
 
 func validatingWebhook(o Options, h Webhook) admissionregistrationv1.ValidatingWebhook {
 	c := common(o, h.Path, h.ObjectSelector)
+	if h.OwnNamespace {
+		c.namespaceSelector = OwnNamespaceSelector(o.Namespace)
+	}
 	return admissionregistrationv1.ValidatingWebhook{
 		Name: h.Name, ClientConfig: c.clientConfig, Rules: h.Rules,
 		FailurePolicy: c.failurePolicy, MatchPolicy: c.matchPolicy,

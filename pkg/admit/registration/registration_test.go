@@ -2,10 +2,12 @@ package registration
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/olmguard/olmguard/pkg/olmguard"
 )
@@ -59,5 +61,38 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want ok=%v", err, tc.ok)
 			}
 		})
+	}
+}
+
+// An OwnNamespace entry is sent olmguard's namespace only; every other entry every namespace but
+// kube-system and olmguard's. The probe's dry runs reach the webhook, nothing else of olmguard's
+// namespace does.
+func TestOwnNamespace(t *testing.T) {
+	o := DefaultOptions()
+	o.Namespace = "guard"
+	hooks := []Webhook{
+		{Name: "own.mutate.olmguard.io", Path: "/own", Mutating: true, Rules: WebhookProbeCreates(), OwnNamespace: true},
+		{Name: "other.mutate.olmguard.io", Path: "/other", Mutating: true, Rules: OLMRule("installplans", admissionregistrationv1.Create)},
+		{Name: "own.validate.olmguard.io", Path: "/own-v", Rules: WebhookProbeCreates(), OwnNamespace: true},
+	}
+	m, v := Build(o, hooks)
+	sel := func(s *metav1.LabelSelector) string {
+		e := s.MatchExpressions
+		if len(e) != 1 || e[0].Key != "kubernetes.io/metadata.name" {
+			return "unexpected"
+		}
+		return string(e[0].Operator) + " " + strings.Join(e[0].Values, ",")
+	}
+	for name, got := range map[string]string{
+		"own.mutate.olmguard.io": sel(m.Webhooks[0].NamespaceSelector), "other.mutate.olmguard.io": sel(m.Webhooks[1].NamespaceSelector),
+		"own.validate.olmguard.io": sel(v.Webhooks[0].NamespaceSelector),
+	} {
+		want := "NotIn kube-system,guard"
+		if strings.HasPrefix(name, "own.") {
+			want = "In guard"
+		}
+		if got != want {
+			t.Errorf("%s: namespaceSelector %q, want %q", name, got, want)
+		}
 	}
 }
