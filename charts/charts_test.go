@@ -527,6 +527,19 @@ func TestExamples(t *testing.T) {
 				}
 			}
 		},
+		"openshift.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
+			args := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Template.Spec.Containers[0].Args
+			for _, want := range []string{"--global-catalog-namespace=openshift-marketplace", "--policy-catalog-trust=enforce"} {
+				if !slices.Contains(args, want) {
+					t.Errorf("webhook args %v lack %s", args, want)
+				}
+			}
+			for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+				if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind }) {
+					t.Errorf("no %s for the user-workload Prometheus", kind)
+				}
+			}
+		},
 		"small.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
 			for _, kind := range []string{"PodDisruptionBudget", "NetworkPolicy"} {
 				if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind }) {
