@@ -1103,11 +1103,7 @@ func TestStandardLabels(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, o := range objs {
-				sets := []map[string]string{o.GetLabels()}
-				if l, ok, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels"); ok {
-					sets = append(sets, l)
-				}
-				for _, labels := range sets {
+				for _, labels := range labelSets(o) {
 					for k, v := range want {
 						if labels[k] != v {
 							t.Errorf("%s %s: label %s=%q, want %q", o.GetKind(), o.GetName(), k, labels[k], v)
@@ -1133,11 +1129,7 @@ func TestKustomizeLeavesOutHelmLabels(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, o := range objs {
-			sets := []map[string]string{o.GetLabels()}
-			if l, ok, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels"); ok {
-				sets = append(sets, l)
-			}
-			for _, labels := range sets {
+			for _, labels := range labelSets(o) {
 				for _, l := range charts.KustomizeDropsLabels {
 					if _, ok := labels[l]; ok {
 						t.Errorf("%s: %s %s has label %s", overlay, o.GetKind(), o.GetName(), l)
@@ -1237,4 +1229,13 @@ func TestWebhookConfigurationAnnotations(t *testing.T) {
 	if n != 2 {
 		t.Errorf("%d webhook configurations", n)
 	}
+}
+
+// labelSets are an object's labels and, for a workload, its pod template's.
+func labelSets(o *unstructured.Unstructured) []map[string]string {
+	sets := []map[string]string{o.GetLabels()}
+	if l, ok, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels"); ok {
+		sets = append(sets, l)
+	}
+	return sets
 }

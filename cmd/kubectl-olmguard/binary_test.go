@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +15,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/test/clitest"
+	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -28,19 +26,7 @@ import (
 // status, stdout and stderr.
 func execPlugin(t *testing.T, name string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := clitest.Command(t, name, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, stdout.String(), stderr.String()
-	case errors.As(err, &exit):
-		return exit.ExitCode(), stdout.String(), stderr.String()
-	}
-	t.Fatalf("running the plugin: %v", err)
-	return 0, "", ""
+	return procs.Output(t, clitest.Command(t, name, args...))
 }
 
 // twoContexts writes a kubeconfig whose current context "broken" points at no apiserver and

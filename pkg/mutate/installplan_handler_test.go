@@ -144,13 +144,7 @@ func FuzzInstallPlanHandler(f *testing.F) {
 		h := served(&InstallPlanHandler{Subscriptions: fakeSubs{subs: []owners.Subscription{
 			{Name: "a", UID: "uid-a"}, {Name: "b", UID: "uid-b", InstallPlanRef: "install-1"}, {Name: "c", UID: "uid-c", Deleting: true}}}})
 		resp := h.Handle(context.Background(), ipRequest(op, obj, old))
-		if !resp.Allowed {
-			if resp.Result == nil || resp.Result.Code < 400 || resp.Result.Message == "" {
-				t.Fatalf("denied without a clear error: %+v", resp.Result)
-			}
-			return
-		}
-		if len(resp.Patches) == 0 {
+		if !allowedOrClearlyDenied(t, resp) || len(resp.Patches) == 0 {
 			return
 		}
 		raw, err := json.Marshal(resp.Patches)
@@ -163,4 +157,14 @@ func FuzzInstallPlanHandler(f *testing.F) {
 			t.Fatalf("not idempotent: first patch %s, second %v", raw, again.Patches)
 		}
 	})
+}
+
+// allowedOrClearlyDenied reports whether a fuzzed request was allowed; a denial must carry a
+// clear error (a 4xx or 5xx code and a message), never be silent.
+func allowedOrClearlyDenied(t *testing.T, r admission.Response) bool {
+	t.Helper()
+	if !r.Allowed && (r.Result == nil || r.Result.Code < 400 || r.Result.Message == "") {
+		t.Fatalf("denied without a clear error: %+v", r.Result)
+	}
+	return r.Allowed
 }

@@ -97,7 +97,13 @@ func RunController(t *testing.T, kubeconfig string, extra ...string) *Process {
 func Doctor(t *testing.T, ctx context.Context, kubeconfig string, args ...string) (int, string, string) {
 	t.Helper()
 	bin := filepath.Join(Binaries(t), "kubectl-olmguard")
-	cmd := exec.CommandContext(ctx, bin, append([]string{"doctor", "--kubeconfig", kubeconfig}, args...)...)
+	return Output(t, exec.CommandContext(ctx, bin, append([]string{"doctor", "--kubeconfig", kubeconfig}, args...)...))
+}
+
+// Output runs cmd and returns its exit status, stdout and stderr; a command that cannot be run
+// at all fails the test.
+func Output(t testing.TB, cmd *exec.Cmd) (int, string, string) {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -108,7 +114,7 @@ func Doctor(t *testing.T, ctx context.Context, kubeconfig string, args ...string
 	case errors.As(err, &exit):
 		return exit.ExitCode(), stdout.String(), stderr.String()
 	}
-	t.Fatalf("running doctor: %v", err)
+	t.Fatalf("running %s: %v", cmd.Path, err)
 	return 0, "", ""
 }
 
