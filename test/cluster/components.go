@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
@@ -87,7 +88,7 @@ func (c *Cluster) ComponentRunning(name string) (bool, error) {
 		return false, err
 	}
 	pid, err := readPid(p.file("pids", ".pid"))
-	return err == nil && processAlive(pid), nil
+	return err == nil && procs.Alive(pid), nil
 }
 
 // StopComponent kills a component's process (SIGKILL, like `kwokctl stop cluster`, i.e. a crash)
@@ -104,12 +105,12 @@ func (c *Cluster) StopComponent(ctx context.Context, name string) error {
 	if err != nil {
 		return nil // not running
 	}
-	if processAlive(pid) {
+	if procs.Alive(pid) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
 			return fmt.Errorf("stopping %s: %w", name, err)
 		}
 		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, testenv.Patience, true, func(context.Context) (bool, error) {
-			return !processAlive(pid), nil
+			return !procs.Alive(pid), nil
 		})
 		if err != nil {
 			return fmt.Errorf("stopping %s (pid %d): %w", name, pid, err)
@@ -128,7 +129,7 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 		return err
 	}
 	pidFile := p.file("pids", ".pid")
-	if pid, err := readPid(pidFile); err == nil && processAlive(pid) {
+	if pid, err := readPid(pidFile); err == nil && procs.Alive(pid) {
 		return nil
 	}
 	logFile, err := os.OpenFile(p.file("logs", ".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

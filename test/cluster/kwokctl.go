@@ -316,23 +316,6 @@ func clusterNames() []string {
 	return names
 }
 
-// processAlive reports whether pid runs (a zombie does not count).
-func processAlive(pid int) bool {
-	if pid <= 0 || syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true // no procfs: trust kill(0)
-	}
-	// pid (comm) state ...: comm may contain spaces and parentheses.
-	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z' && s[i+2] != 'X'
-	}
-	return true
-}
-
 // apiServerPatch starts the kube-apiserver's extraArgs in hack/kwok/kwokctl.yaml.
 const apiServerPatch = "- name: kube-apiserver\n  extraArgs:\n"
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/testbin"
 )
 
@@ -181,7 +182,7 @@ func reapStale(ctx context.Context, binDir string) {
 		if _, err := os.Stat(filepath.Join(ownDir(name), keepMarker)); err == nil {
 			continue // kept on purpose (OLMGUARD_KEEP_CLUSTER=1)
 		}
-		if pid == os.Getpid() || processAlive(pid) {
+		if pid == os.Getpid() || procs.Alive(pid) {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "[cluster] deleting stale cluster %s (process %d is gone)\n", name, pid)

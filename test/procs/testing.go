@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,7 +38,8 @@ func (o *Once) Dir(t *testing.T, pkgs ...string) string {
 			o.err = err
 			return
 		}
-		if o.dir, o.err = os.MkdirTemp("", "olmguard-test-bin-"); o.err == nil {
+		removeOrphanBuilds()
+		if o.dir, o.err = os.MkdirTemp("", fmt.Sprintf("%s%d-", buildPrefix, os.Getpid())); o.err == nil {
 			o.err = goBuild(root, o.dir, pkgs...)
 		}
 	})
@@ -44,6 +50,50 @@ func (o *Once) Dir(t *testing.T, pkgs ...string) string {
 }
 
 var built Once
+
+// buildPrefix names the directories Once builds into: buildPrefix<pid>-<random>. A test binary
+// has no hook at its exit, so each build first removes those of test processes that have ended:
+// without that every run of a tier left its binaries (130 MB) behind, and the machine's disk
+// filled up.
+const buildPrefix = "olmguard-test-bin-"
+
+// removeOrphanBuilds removes the build directories of processes that are gone, and those of
+// the naming before the pid (no pid to check) a day after they were made.
+func removeOrphanBuilds() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), buildPrefix+"*"))
+	for _, dir := range dirs {
+		pidText, _, withPid := strings.Cut(strings.TrimPrefix(filepath.Base(dir), buildPrefix), "-")
+		pid, err := strconv.Atoi(pidText)
+		switch {
+		case withPid && err == nil:
+			if pid == os.Getpid() || Alive(pid) {
+				continue
+			}
+		default:
+			if fi, err := os.Stat(dir); err != nil || time.Since(fi.ModTime()) < 24*time.Hour {
+				continue
+			}
+		}
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// Alive reports whether pid runs (a zombie does not count).
+func Alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // no procfs: trust kill(0)
+	}
+	// pid (comm) state ...: comm may contain spaces and parentheses.
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
+}
 
 // Binaries builds cmd/webhook, cmd/controller and cmd/kubectl-olmguard once per test binary and
 // returns their directory.
