@@ -193,3 +193,35 @@ func readJSON(t *testing.T, dir, digest string, v any) {
 		t.Fatalf("blob %s: %v %s", digest, err, b)
 	}
 }
+
+// TestArtifactArchive: an artifact's layout holds its manifest, named, with its config and layer
+// blobs of the given media types, every descriptor matching its blob.
+func TestArtifactArchive(t *testing.T) {
+	a := Artifact{
+		Config:      Blob{MediaType: "application/vnd.example.config.v1+json", Data: []byte(`{"name":"x"}`)},
+		Layers:      []Blob{{MediaType: "application/vnd.example.content.v1.tar+gzip", Data: []byte("content")}},
+		Annotations: map[string]string{"org.opencontainers.image.title": "x"},
+	}
+	out := filepath.Join(t.TempDir(), "artifact.oci.tar")
+	if err := WriteArtifactArchive(a, "ghcr.io/olmguard/charts/x:1.0.0", out); err != nil {
+		t.Fatal(err)
+	}
+	dir := untar(t, out)
+	top := CheckLayout(t, dir)
+	if len(top.Manifests) != 1 || top.Manifests[0].MediaType != "application/vnd.oci.image.manifest.v1+json" ||
+		top.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "1.0.0" {
+		t.Fatalf("index.json: %+v", top.Manifests)
+	}
+	var m struct {
+		ociManifest
+		Annotations map[string]string `json:"annotations"`
+	}
+	readJSON(t, dir, top.Manifests[0].Digest, &m)
+	if m.Config.MediaType != a.Config.MediaType || len(m.Layers) != 1 || m.Layers[0].MediaType != a.Layers[0].MediaType ||
+		m.Annotations["org.opencontainers.image.title"] != "x" {
+		t.Errorf("manifest: %+v", m)
+	}
+	if got := string(blob(t, dir, m.Layers[0])); got != "content" {
+		t.Errorf("layer holds %q", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"sigs.k8s.io/yaml"
@@ -21,7 +22,7 @@ import (
 )
 
 func validOptions() Options {
-	return Options{Version: "v0.2.0", Commit: "0b7fb59ecec31f4a", ImageRepo: "ghcr.io/olmguard/olmguard", DownloadURL: "https://example.com/v0.2.0"}
+	return Options{Version: "v0.2.0", Commit: "0b7fb59ecec31f4a", ImageRepo: "ghcr.io/olmguard/olmguard", DownloadURL: "https://example.com/v0.2.0", SourceDate: time.Unix(1790000000, 0).UTC()}
 }
 
 func TestOptionsValidate(t *testing.T) {
