@@ -174,7 +174,7 @@ func Build(ctx context.Context, o Options) error {
 	}
 	if len(images) > 0 {
 		name := o.ImageRepo + ":" + o.Version
-		fmt.Fprintf(o.Log, "writing the image index %s (%d architectures)\n", name, len(images))
+		fmt.Fprintf(o.Log, "writing the image index %s for %d linux architecture(s)\n", name, len(images))
 		idx, err := image.Index(images)
 		if err == nil {
 			err = image.WriteIndexArchive(idx, name, filepath.Join(o.Out, ImageIndexArchive(o.Version)))
