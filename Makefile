@@ -26,7 +26,11 @@ build:
 ## the kubectl plugin for windows/amd64 (kubectl-olmguard.exe), stamped with VERSION and COMMIT,
 ## the kubectl plugin's archives and krew manifest
 ## (dist/krew/olmguard.yaml), the image archives for linux/amd64 and linux/arm64, the rendered
-## manifests, the packaged Helm chart (dist/olmguard-<version without v>.tgz), and SHA256SUMS.
+## manifests, the packaged Helm chart (dist/olmguard-<version without v>.tgz), the multi-arch image
+## index (dist/olmguard-image-<version>.oci.tar) and the chart as an OCI artifact
+## (dist/olmguard-chart-<version without v>.oci.tar), both OCI layouts to push with skopeo or oras,
+## an SPDX SBOM (dist/olmguard-<version>.spdx.json, dated by SOURCE_DATE_EPOCH or the commit), and
+## SHA256SUMS.
 ## PLATFORMS=linux/amd64 builds one platform only.
 .PHONY: dist
 dist:

@@ -37,6 +37,9 @@ func main() {
 		o.Root, err = testbin.RepoRoot()
 	}
 	if err == nil {
+		o.SourceDate, err = release.SourceDate(o.Root, o.Commit)
+	}
+	if err == nil {
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = release.Build(ctx, o)
 		cancel()

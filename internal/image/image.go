@@ -162,21 +162,22 @@ func WriteArchive(img v1.Image, name, out string) error {
 	if err != nil {
 		return err
 	}
-	tag := name
-	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
-		tag = name[i+1:]
-	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
-		"org.opencontainers.image.ref.name": tag,
-		"io.containerd.image.name":          name,
-	})); err != nil {
+	if err := p.AppendImage(img, layout.WithAnnotations(refAnnotations(name))); err != nil {
 		return err
 	}
-	return tarDir(dir, out)
+	return TarDir(dir, out)
 }
 
-// tarDir writes the files under dir into the tar archive out, sorted, with fixed times.
-func tarDir(dir, out string) error {
+// tagColon is the index of the colon before name's tag, or -1 (a registry's port is no tag).
+func tagColon(name string) int {
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		return i
+	}
+	return -1
+}
+
+// TarDir writes the files under dir into the tar archive out, sorted, with fixed times.
+func TarDir(dir, out string) error {
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {

@@ -1,7 +1,9 @@
 // Package release builds olmguard's release artifacts (`make dist`): the three binaries for linux
 // and darwin and the kubectl plugin for windows, stamped with the version and commit; the kubectl plugin's archives and the krew plugin
-// manifest that points at them; the container image archives; the rendered manifests; the
-// packaged Helm chart; and SHA256SUMS over all of it.
+// manifest that points at them; the container image archives, one per architecture and one
+// multi-architecture image index (an OCI layout); the rendered manifests; the packaged Helm chart,
+// also as an OCI artifact layout; an SPDX SBOM from the binaries' build information; and SHA256SUMS
+// over all of it.
 package release
 
 import (
@@ -9,16 +11,22 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/olmguard/olmguard/charts"
 	"github.com/olmguard/olmguard/internal/image"
@@ -59,7 +67,10 @@ type Options struct {
 	// DownloadURL is where the release's files are published; the krew manifest's URIs are
 	// DownloadURL/<archive>.
 	DownloadURL string
-	Log         io.Writer
+	// SourceDate dates what the release records a time in (the SBOM, the chart artifact):
+	// SourceDate(Root, Commit) in `make dist`.
+	SourceDate time.Time
+	Log        io.Writer
 }
 
 // semver is the form krew (and Helm) require of a version.
@@ -75,6 +86,9 @@ func (o Options) Validate() error {
 	}
 	if last := o.ImageRepo[strings.LastIndex(o.ImageRepo, "/")+1:]; last == "" || strings.ContainsAny(last, ":@") {
 		return fmt.Errorf("image repository %q: want a repository without tag or digest", o.ImageRepo)
+	}
+	if o.SourceDate.IsZero() {
+		return fmt.Errorf("the source date is unset (SOURCE_DATE_EPOCH or the commit's time)")
 	}
 	if !strings.HasPrefix(o.DownloadURL, "https://") {
 		return fmt.Errorf("download URL %q: krew needs an https URL", o.DownloadURL)
@@ -127,6 +141,8 @@ func Build(ctx context.Context, o Options) error {
 		return err
 	}
 	pluginSums := map[Platform]string{}
+	images := map[string]v1.Image{}
+	programs := map[string][]*debug.BuildInfo{}
 	for _, p := range o.Platforms {
 		dir := filepath.Join(o.Out, "bin", p.OS+"-"+p.Arch)
 		fmt.Fprintf(o.Log, "building %s for %s\n", strings.Join(ProgramsFor(p), " "), p)
@@ -139,6 +155,9 @@ func Build(ctx context.Context, o Options) error {
 			return err
 		}
 		pluginSums[p] = sum
+		if err := readBuildInfo(dir, programs); err != nil {
+			return err
+		}
 		if p.OS == "linux" {
 			name := o.ImageRepo + ":" + o.Version
 			out := filepath.Join(o.Out, fmt.Sprintf("olmguard-image_%s_linux_%s.tar", o.Version, p.Arch))
@@ -150,7 +169,30 @@ func Build(ctx context.Context, o Options) error {
 			if err != nil {
 				return fmt.Errorf("image for %s: %w", p, err)
 			}
+			images[p.Arch] = img
 		}
+	}
+	if len(images) > 0 {
+		name := o.ImageRepo + ":" + o.Version
+		fmt.Fprintf(o.Log, "writing the image index %s for %d linux architecture(s)\n", name, len(images))
+		idx, err := image.Index(images)
+		if err == nil {
+			err = image.WriteIndexArchive(idx, name, filepath.Join(o.Out, ImageIndexArchive(o.Version)))
+		}
+		if err != nil {
+			return fmt.Errorf("image index: %w", err)
+		}
+	}
+	fmt.Fprintln(o.Log, "writing the SBOM")
+	sbom, err := SBOM(SBOMInput{
+		Version: o.Version, Image: o.ImageRepo, Created: o.SourceDate, Programs: programs,
+		Namespace: strings.TrimSuffix(o.DownloadURL, "/") + "/" + SBOMFile(o.Version) + "#" + o.Commit,
+	})
+	if err != nil {
+		return err
+	}
+	if err := write(filepath.Join(o.Out, SBOMFile(o.Version)), sbom); err != nil {
+		return err
 	}
 	for _, overlay := range manifests.Overlays {
 		b, err := manifests.Render(overlay, o.ImageRepo+":"+o.Version)
@@ -167,6 +209,10 @@ func Build(ctx context.Context, o Options) error {
 	} else if filepath.Base(p) != ChartArchive(o.Version) {
 		return fmt.Errorf("helm chart written as %s, want %s", p, ChartArchive(o.Version))
 	}
+	fmt.Fprintf(o.Log, "writing the Helm chart as an OCI artifact %s\n", ChartRef(o.ImageRepo, o.Version))
+	if err := WriteChartArtifact(filepath.Join(o.Out, ChartArchive(o.Version)), ChartRef(o.ImageRepo, o.Version), o.SourceDate, filepath.Join(o.Out, ChartArtifactArchive(o.Version))); err != nil {
+		return fmt.Errorf("helm chart artifact: %w", err)
+	}
 	krew, err := KrewManifest(o.Version, o.DownloadURL, pluginSums)
 	if err != nil {
 		return err
@@ -181,6 +227,44 @@ func Build(ctx context.Context, o Options) error {
 // ChartArchive is the name of the packaged Helm chart of version (Helm's: no "v").
 func ChartArchive(version string) string {
 	return charts.Name + "-" + strings.TrimPrefix(version, "v") + ".tgz"
+}
+
+// ImageIndexArchive is the name of the multi-architecture image's OCI layout archive.
+func ImageIndexArchive(version string) string { return "olmguard-image-" + version + ".oci.tar" }
+
+// ChartArtifactArchive is the name of the Helm chart's OCI artifact layout archive.
+func ChartArtifactArchive(version string) string {
+	return charts.Name + "-chart-" + strings.TrimPrefix(version, "v") + ".oci.tar"
+}
+
+// ChartRef is where the chart is pushed beside the image repository imageRepo
+// (ghcr.io/olmguard/olmguard: ghcr.io/olmguard/charts/olmguard), tagged as Helm tags a chart
+// version (no v; "+" as "_").
+func ChartRef(imageRepo, version string) string {
+	dir := path.Dir(imageRepo)
+	if dir == "." {
+		dir = ""
+	} else {
+		dir += "/"
+	}
+	return dir + "charts/" + charts.Name + ":" + strings.ReplaceAll(strings.TrimPrefix(version, "v"), "+", "_")
+}
+
+// readBuildInfo adds the build information of each binary in dir to programs, by program name.
+func readBuildInfo(dir string, programs map[string][]*debug.BuildInfo) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		bi, err := buildinfo.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return fmt.Errorf("build information of %s: %w", e.Name(), err)
+		}
+		name := strings.TrimSuffix(e.Name(), ".exe")
+		programs[name] = append(programs[name], bi)
+	}
+	return nil
 }
 
 // PluginArchive is the name of the kubectl plugin's archive for p.

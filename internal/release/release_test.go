@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"sigs.k8s.io/yaml"
@@ -21,7 +23,7 @@ import (
 )
 
 func validOptions() Options {
-	return Options{Version: "v0.2.0", Commit: "0b7fb59ecec31f4a", ImageRepo: "ghcr.io/olmguard/olmguard", DownloadURL: "https://example.com/v0.2.0"}
+	return Options{Version: "v0.2.0", Commit: "0b7fb59ecec31f4a", ImageRepo: "ghcr.io/olmguard/olmguard", DownloadURL: "https://example.com/v0.2.0", SourceDate: time.Unix(1790000000, 0).UTC()}
 }
 
 func TestOptionsValidate(t *testing.T) {
@@ -102,6 +104,7 @@ func TestBuild(t *testing.T) {
 		"bin/" + host.OS + "-" + host.Arch + "/controller", "bin/" + host.OS + "-" + host.Arch + "/webhook",
 		"bin/" + host.OS + "-" + host.Arch + "/" + Plugin, PluginArchive(o.Version, host), "krew/olmguard.yaml",
 		"manifests/olmguard-self-signed.yaml", "manifests/olmguard-cert-manager.yaml", ChartArchive(o.Version),
+		ChartArtifactArchive(o.Version), SBOMFile(o.Version),
 	} {
 		if _, ok := sums[want]; !ok {
 			t.Errorf("SHA256SUMS does not list %s", want)
@@ -110,6 +113,20 @@ func TestBuild(t *testing.T) {
 	if host.OS == "linux" {
 		if _, ok := sums["olmguard-image_"+o.Version+"_linux_"+host.Arch+".tar"]; !ok {
 			t.Errorf("no image archive for linux/%s", host.Arch)
+		}
+		if _, ok := sums[ImageIndexArchive(o.Version)]; !ok {
+			t.Errorf("SHA256SUMS does not list %s", ImageIndexArchive(o.Version))
+		}
+		// PLATFORMS=linux/<arch>: an image index of one.
+		blobs := readLayout(t, filepath.Join(o.Out, ImageIndexArchive(o.Version)))
+		var top, idx struct{ Manifests []descriptor }
+		unmarshal(t, blobs["index.json"], &top)
+		if len(top.Manifests) != 1 || top.Manifests[0].MediaType != "application/vnd.oci.image.index.v1+json" {
+			t.Fatalf("index.json: %s", blobs["index.json"])
+		}
+		unmarshal(t, checkBlob(t, blobs, top.Manifests[0]), &idx)
+		if len(idx.Manifests) != 1 || idx.Manifests[0].Platform == nil || idx.Manifests[0].Platform.Architecture != host.Arch {
+			t.Errorf("image index: %+v", idx.Manifests)
 		}
 	}
 	for name, sum := range sums {
@@ -152,6 +169,12 @@ func TestBuild(t *testing.T) {
 		t.Errorf("the rendered manifests do not name the release's image (%v)", err)
 	}
 
+	sbom, err := os.ReadFile(filepath.Join(o.Out, SBOMFile(o.Version)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbomLists(t, root, sbom)
+
 	ch, err := loader.Load(filepath.Join(o.Out, ChartArchive(o.Version)))
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +183,30 @@ func TestBuild(t *testing.T) {
 	if err != nil || ch.Metadata.Version != "9.9.9-test.1" || ch.Metadata.AppVersion != o.Version ||
 		!strings.Contains(string(c), "image: ghcr.io/olmguard/olmguard:v9.9.9-test.1") {
 		t.Errorf("the packaged chart %+v does not render the release's image (%v)", ch.Metadata, err)
+	}
+}
+
+// sbomLists checks that the release's SBOM names the modules go.mod requires that are linked into
+// the binaries, at go.mod's versions.
+func sbomLists(t *testing.T, root string, sbom []byte) {
+	t.Helper()
+	doc := parseSPDX(t, sbom)
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]string{}
+	for _, p := range doc.Packages {
+		listed[p.Name] = p.VersionInfo
+	}
+	for _, mod := range []string{"k8s.io/client-go", "sigs.k8s.io/controller-runtime", "k8s.io/apimachinery"} {
+		m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(mod) + ` (v\S+)`).FindSubmatch(gomod)
+		if m == nil {
+			t.Fatalf("go.mod does not require %s", mod)
+		}
+		if listed[mod] != string(m[1]) {
+			t.Errorf("SBOM lists %s at %q, go.mod requires %s", mod, listed[mod], m[1])
+		}
 	}
 }
 
