@@ -2,7 +2,9 @@ package charts_test
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,16 +12,26 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/olmguard/olmguard/charts"
+	olmscheme "github.com/olmguard/olmguard/pkg/olm/scheme"
+	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/uninstall"
 	"github.com/olmguard/olmguard/test/certmanager"
 	"github.com/olmguard/olmguard/test/testenv"
@@ -32,7 +44,9 @@ import (
 //     each object server-side applied with dryRun=All and strict field validation;
 //   - Helm's own server dry run of an install (action.Install, DryRunServer) through ActionConfig;
 //   - a real helm install, then the README's uninstall (kubectl olmguard uninstall, then helm
-//     uninstall) leaves none of the release's objects.
+//     uninstall) leaves none of the release's objects;
+//   - kubectl-olmguard uninstall, as the pre-delete hook's ServiceAccount (impersonated) with the
+//     hook's RBAC, succeeds, and fails with any one verb less.
 func TestAgainstAPIServer(t *testing.T) {
 	env := testenv.Start(t)
 	c := env.Client
@@ -93,6 +107,10 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("the uninstall hook's RBAC is what kubectl-olmguard uninstall needs", func(t *testing.T) {
+		testUninstallHookRBAC(t, env)
+	})
+
 	t.Run("helm install, kubectl olmguard uninstall, helm uninstall", func(t *testing.T) {
 		const ns = "olmguard-helm"
 		cfg, err := charts.ActionConfig(kubeconfig, ns, nil)
@@ -115,6 +133,9 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Fatalf("kubectl olmguard uninstall: %v", err)
 		}
 		un := action.NewUninstall(cfg)
+		// The README's uninstall without the pre-delete hook (uninstallHook.enabled=false, or
+		// --no-hooks): envtest runs no Job. The hook's permissions are checked below.
+		un.DisableHooks = true
 		un.WaitStrategy, un.Timeout = kube.HookOnlyStrategy, time.Minute
 		if _, err := un.Run(charts.DefaultReleaseName); err != nil {
 			t.Fatalf("helm uninstall after kubectl olmguard uninstall: %v", err)
@@ -131,6 +152,170 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Errorf("helm's release records left: %d (%v)", len(secrets.Items), err)
 		}
 	})
+}
+
+// testUninstallHookRBAC applies the pre-delete hook's ServiceAccount and RBAC (not its Job: envtest
+// runs no pod) and runs what the hook's command runs (kubectl-olmguard uninstall --yes
+// --olmguard-namespace ns: pkg/uninstall's Survey, then RunWith) as that ServiceAccount, with a
+// Deployment to scale, both webhook configurations and a CSV holding the finalizer: it succeeds,
+// and with any one verb of the ClusterRole or Role less it fails on that verb.
+func testUninstallHookRBAC(t *testing.T, env *testenv.Env) {
+	ctx := context.Background()
+	c := env.Client
+	const ns, tenant = "olmguard-hook", "hook-tenant"
+	createNamespace(t, c, ns)
+	createNamespace(t, c, tenant)
+	objs := hookObjects(t, charts.Options{Namespace: ns})["uninstall-hook.yaml"]
+	var roles []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Job":
+			continue
+		case "ClusterRole", "Role":
+			roles = append(roles, o)
+		}
+		if err := c.Create(ctx, o.DeepCopy()); err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, o := range objs {
+			_ = c.Delete(ctx, o.DeepCopy())
+		}
+	})
+	labels := map[string]string{olmguard.NameLabel: olmguard.Name}
+	reset := func() error {
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "olmguard-controller", Labels: labels}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, c, dep, func() error {
+			dep.Spec.Replicas = ptr.To[int32](1)
+			dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
+			dep.Spec.Template.Labels = labels
+			dep.Spec.Template.Spec.Containers = []corev1.Container{{Name: "controller", Image: "example.com/olmguard"}}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, w := range []client.Object{
+			&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "olmguard-mutating", Labels: labels}},
+			&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "olmguard-validating", Labels: labels}},
+		} {
+			if err := c.Create(ctx, w); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+		}
+		csv := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "held.v1.0.0"}}
+		_, err := controllerutil.CreateOrUpdate(ctx, c, csv, func() error {
+			csv.Finalizers = []string{olmguard.CleanupFinalizer}
+			csv.Spec.DisplayName, csv.Spec.Version = "held", "1.0.0"
+			csv.Spec.InstallStrategy = v1alpha1.NamedInstallStrategy{StrategyName: "deployment", StrategySpec: runtime.RawExtension{Raw: []byte(`{"deployments":[]}`)}}
+			return nil
+		})
+		return err
+	}
+	t.Cleanup(func() {
+		_ = reset() // leaves the CSV deletable: the finalizer is removed below
+		csv := &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "held.v1.0.0"}}
+		_ = c.Patch(ctx, csv, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		_ = c.Delete(ctx, csv)
+		_ = c.Delete(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "olmguard-mutating"}})
+		_ = c.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "olmguard-validating"}})
+	})
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + ns + ":olmguard-uninstall",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}
+	s, err := olmscheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() error {
+		o := uninstall.Options{OlmguardNamespace: ns, StopTimeout: 10 * time.Second}
+		if _, err := uninstall.Survey(ctx, as, o); err != nil {
+			return err
+		}
+		return uninstall.RunWith(ctx, as, io.Discard, o)
+	}
+	setRules := func(rules map[string][]rbacv1.PolicyRule) {
+		t.Helper()
+		for _, r := range roles {
+			u := r.DeepCopy()
+			if err := c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
+				Rules []rbacv1.PolicyRule `json:"rules"`
+			}{rules[r.GetKind()]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Object["rules"] = raw["rules"]
+			if err := c.Update(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	full := map[string][]rbacv1.PolicyRule{"ClusterRole": uninstallClusterRules, "Role": uninstallNamespaceRules}
+
+	t.Run("all of them", func(t *testing.T) {
+		setRules(full)
+		testenv.EventuallyExplained(t, "uninstall succeeds as the hook's ServiceAccount", func(context.Context) (bool, string, error) {
+			if err := reset(); err != nil {
+				return false, "", err
+			}
+			err := run()
+			return err == nil, fmt.Sprint(err), nil
+		})
+		csv := &v1alpha1.ClusterServiceVersion{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "held.v1.0.0"}, csv); err != nil || len(csv.Finalizers) != 0 {
+			t.Errorf("the CSV keeps finalizers %v (%v)", csv.Finalizers, err)
+		}
+		dep := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "olmguard-controller"}, dep); err != nil || *dep.Spec.Replicas != 0 {
+			t.Errorf("the Deployment is not scaled to zero (%v)", err)
+		}
+		if err := c.Get(ctx, client.ObjectKey{Name: "olmguard-mutating"}, &admissionregistrationv1.MutatingWebhookConfiguration{}); !apierrors.IsNotFound(err) {
+			t.Errorf("olmguard-mutating not deleted (%v)", err)
+		}
+	})
+	for kind, rules := range full {
+		for i, rule := range rules {
+			for j, verb := range rule.Verbs {
+				t.Run(fmt.Sprintf("%s without %s %v", kind, verb, rule.Resources), func(t *testing.T) {
+					less := map[string][]rbacv1.PolicyRule{}
+					for k, v := range full {
+						less[k] = v
+					}
+					cut := slices.Clone(rules)
+					cut[i].Verbs = slices.Delete(slices.Clone(rule.Verbs), j, j+1)
+					if len(cut[i].Verbs) == 0 {
+						cut = slices.Delete(cut, i, i+1)
+					}
+					less[kind] = cut
+					setRules(less)
+					testenv.EventuallyExplained(t, "uninstall fails on "+verb, func(context.Context) (bool, string, error) {
+						if err := reset(); err != nil {
+							return false, "", err
+						}
+						err := run()
+						if err == nil || !strings.Contains(err.Error(), "cannot "+verb+" resource") {
+							return false, fmt.Sprint(err), nil
+						}
+						for _, r := range rule.Resources {
+							if strings.Contains(err.Error(), `resource "`+r+`"`) {
+								return true, "", nil
+							}
+						}
+						return false, err.Error(), nil
+					})
+				})
+			}
+		}
+	}
 }
 
 func createNamespace(t *testing.T, c client.Client, name string) {
