@@ -33,6 +33,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
 	"github.com/olmguard/olmguard/pkg/uninstall"
+	"github.com/olmguard/olmguard/pkg/webhookprobe"
 	"github.com/olmguard/olmguard/test/certmanager"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -109,6 +110,10 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	t.Run("the uninstall hook's RBAC is what kubectl-olmguard uninstall needs", func(t *testing.T) {
 		testUninstallHookRBAC(t, env)
+	})
+
+	t.Run("the helm test Pod's RBAC is what kubectl-olmguard probe needs", func(t *testing.T) {
+		testProbeTestRBAC(t, env)
 	})
 
 	t.Run("helm install, kubectl olmguard uninstall, helm uninstall", func(t *testing.T) {
@@ -316,6 +321,56 @@ func testUninstallHookRBAC(t *testing.T, env *testenv.Env) {
 			}
 		}
 	}
+}
+
+// testProbeTestRBAC applies the helm test hook's ServiceAccount, Role and RoleBinding and makes
+// kubectl-olmguard probe's call (a dry-run create of the probe ConfigMap) as that ServiceAccount:
+// the kube-apiserver allows it (envtest runs no webhook, so the answer is unmarked: NotCalled, not
+// a refusal), and refuses it once the Role is gone.
+func testProbeTestRBAC(t *testing.T, env *testenv.Env) {
+	ctx := context.Background()
+	c := env.Client
+	const ns = "olmguard-probe-test"
+	createNamespace(t, c, ns)
+	objs := hookObjects(t, charts.Options{Namespace: ns})["tests/webhook-probe.yaml"]
+	var role *unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Pod":
+			continue
+		case "Role":
+			role = o
+		}
+		if err := c.Create(ctx, o.DeepCopy()); err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + ns + ":olmguard-test",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}
+	as, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func() (webhookprobe.Result, error) {
+		nonce := webhookprobe.Nonce()
+		obj := webhookprobe.Object(ns, nonce)
+		err := as.Create(ctx, obj, client.DryRunAll)
+		return webhookprobe.Judge(nonce, obj.GetAnnotations(), err), err
+	}
+	testenv.EventuallyExplained(t, "the probe's dry run is allowed", func(context.Context) (bool, string, error) {
+		res, err := probe()
+		return err == nil && res.Outcome == webhookprobe.NotCalled, fmt.Sprintf("%s %v", res.Outcome, err), nil
+	})
+	if err := c.Delete(ctx, role.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyExplained(t, "the probe's dry run is refused without the Role", func(context.Context) (bool, string, error) {
+		_, err := probe()
+		return apierrors.IsForbidden(err), fmt.Sprint(err), nil
+	})
 }
 
 func createNamespace(t *testing.T, c client.Client, name string) {

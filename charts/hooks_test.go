@@ -73,8 +73,8 @@ func TestUninstallHook(t *testing.T) {
 	}
 	const ns = "guard"
 	hooks := hookObjects(t, charts.Options{Namespace: ns, Values: values})
-	if got := slices.Sorted(maps.Keys(hooks)); !slices.Equal(got, []string{"uninstall-hook.yaml"}) {
-		t.Fatalf("hook templates %v, want [uninstall-hook.yaml]", got)
+	if got := slices.Sorted(maps.Keys(hooks)); !slices.Equal(got, []string{"tests/webhook-probe.yaml", "uninstall-hook.yaml"}) {
+		t.Fatalf("hook templates %v, want [tests/webhook-probe.yaml uninstall-hook.yaml]", got)
 	}
 	objs := hooks["uninstall-hook.yaml"]
 	weights := map[string]string{"ServiceAccount": "-10", "ClusterRole": "-10", "Role": "-10", "ClusterRoleBinding": "-5", "RoleBinding": "-5", "Job": "0"}
@@ -143,8 +143,8 @@ func TestUninstallHook(t *testing.T) {
 	}
 
 	off := hookObjects(t, charts.Options{Values: map[string]any{"uninstallHook": map[string]any{"enabled": false}}})
-	if len(off) != 0 {
-		t.Errorf("uninstallHook.enabled=false still renders hooks %v", slices.Collect(maps.Keys(off)))
+	if _, ok := off["uninstall-hook.yaml"]; ok {
+		t.Errorf("uninstallHook.enabled=false still renders the pre-delete hook")
 	}
 }
 
@@ -164,5 +164,54 @@ func TestHooksStayOutOfTheRelease(t *testing.T) {
 		if strings.Contains(string(b), "helm.sh/hook") || strings.Contains(string(b), "olmguard-uninstall") {
 			t.Errorf("generated %s holds a Helm hook", name)
 		}
+	}
+}
+
+// TestWebhookProbeTest: helm test runs the image's kubectl-olmguard probe for the release
+// namespace in a restricted Pod whose ServiceAccount may only create ConfigMaps there (a dry run
+// needs it), created after its RBAC and deleted when it passes.
+func TestWebhookProbeTest(t *testing.T) {
+	const ns = "guard"
+	values := map[string]any{"global": map[string]any{"imageRegistry": "mirror.example.com"}}
+	objs := hookObjects(t, charts.Options{Namespace: ns, Values: values})["tests/webhook-probe.yaml"]
+	weights := map[string]string{"ServiceAccount": "-10", "Role": "-10", "RoleBinding": "-5", "Pod": "0"}
+	for _, o := range objs {
+		a := o.GetAnnotations()
+		if a["helm.sh/hook"] != "test" || a["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
+			t.Errorf("%s %s: hook annotations %v", o.GetKind(), o.GetName(), a)
+		}
+		if want, ok := weights[o.GetKind()]; !ok || a["helm.sh/hook-weight"] != want {
+			t.Errorf("%s %s: weight %q, want %q", o.GetKind(), o.GetName(), a["helm.sh/hook-weight"], want)
+		}
+		delete(weights, o.GetKind())
+	}
+	if len(weights) != 0 {
+		t.Errorf("kinds missing from the test: %v", weights)
+	}
+	role := typedFrom[rbacv1.Role](t, objs, "Role", "olmguard-test")
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}}
+	if diff := cmp.Diff(want, role.Rules); diff != "" || role.Namespace != ns {
+		t.Errorf("Role %s: rules (-want +got):\n%s", role.Namespace, diff)
+	}
+	pod := typedFrom[corev1.Pod](t, objs, "Pod", "olmguard-test-webhook-probe")
+	if _, ok := pod.Labels[olmguard.NameLabel]; ok {
+		t.Errorf("the test's pod carries %s: uninstall would wait for a failed test's pod", olmguard.NameLabel)
+	}
+	ctl := typed[appsv1.Deployment](t, objects(t, charts.Options{Namespace: ns, Values: values}), "Deployment", "olmguard-controller").Spec.Template.Spec
+	c := pod.Spec.Containers[0]
+	if wantCmd := []string{"/kubectl-olmguard", "probe", "--olmguard-namespace=guard"}; !slices.Equal(c.Command, wantCmd) {
+		t.Errorf("command %q, want %q", c.Command, wantCmd)
+	}
+	if c.Image != ctl.Containers[0].Image || !strings.HasPrefix(c.Image, "mirror.example.com/") {
+		t.Errorf("image %q, want the controller's %q", c.Image, ctl.Containers[0].Image)
+	}
+	if diff := cmp.Diff(ctl.SecurityContext, pod.Spec.SecurityContext); diff != "" {
+		t.Errorf("pod security context differs from the controller's:\n%s", diff)
+	}
+	if diff := cmp.Diff(ctl.Containers[0].SecurityContext, c.SecurityContext); diff != "" {
+		t.Errorf("container security context differs from the controller's:\n%s", diff)
+	}
+	if pod.Spec.ServiceAccountName != "olmguard-test" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Spec.ActiveDeadlineSeconds == nil {
+		t.Errorf("pod: serviceAccountName %q, restartPolicy %q, activeDeadlineSeconds %v", pod.Spec.ServiceAccountName, pod.Spec.RestartPolicy, pod.Spec.ActiveDeadlineSeconds)
 	}
 }
