@@ -2,6 +2,7 @@ package charts_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/kube"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -106,6 +109,10 @@ func TestAgainstAPIServer(t *testing.T) {
 				}
 			})
 		}
+	})
+
+	t.Run("helm upgrade from the previous chart with --reset-then-reuse-values", func(t *testing.T) {
+		testUpgradeFromPrevious(t, env, kubeconfig)
 	})
 
 	t.Run("the uninstall hook's RBAC is what kubectl-olmguard uninstall needs", func(t *testing.T) {
@@ -371,6 +378,155 @@ func testProbeTestRBAC(t *testing.T, env *testenv.Env) {
 		_, err := probe()
 		return apierrors.IsForbidden(err), fmt.Sprint(err), nil
 	})
+}
+
+// previousChart is olmguard's own chart as of commit 82e91b6, before the Helm lifecycle changes
+// (testdata/README.md): the version an upgrade starts from.
+const previousChart = "testdata/olmguard-0.1.0-82e91b6.tgz"
+
+// testUpgradeFromPrevious installs the previous chart with values of a user's, stands in for the
+// self-signed webhook (no pod runs in envtest): its Secret olmguard-webhook-tls and the CA bundle it
+// writes into both webhook configurations; then `helm upgrade --reset-then-reuse-values` to this
+// chart (action.Upgrade.ResetThenReuseValues). The user's values are kept, this chart's new
+// defaults apply (its pre-delete hook is there), the Secret and every caBundle are unchanged.
+func testUpgradeFromPrevious(t *testing.T, env *testenv.Env, kubeconfig string) {
+	ctx := context.Background()
+	c := env.Client
+	const ns = "olmguard-upgrade"
+	prev, err := loader.Load(previousChart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := charts.ActionConfig(kubeconfig, ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := map[string]any{
+		"webhook":      map[string]any{"replicas": 3, "timeoutSeconds": 7, "policies": map[string]any{"approval": "enforce"}},
+		"controller":   map[string]any{"replicas": 1},
+		"commonLabels": map[string]any{"team": "platform"},
+	}
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace, in.CreateNamespace = charts.DefaultReleaseName, ns, true
+	in.WaitStrategy, in.Timeout = kube.HookOnlyStrategy, time.Minute
+	if _, err := in.RunWithContext(ctx, prev, user); err != nil {
+		t.Fatalf("installing the previous chart: %v", err)
+	}
+	t.Cleanup(func() {
+		un := action.NewUninstall(cfg)
+		un.DisableHooks, un.WaitStrategy, un.Timeout = true, kube.HookOnlyStrategy, time.Minute
+		if _, err := un.Run(charts.DefaultReleaseName); err != nil {
+			t.Errorf("helm uninstall: %v", err)
+		}
+	})
+
+	// What the self-signed webhook writes at its start: its Secret and the CA bundle.
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "olmguard-webhook-tls"},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"ca.crt": []byte("the CA"), "ca.key": []byte("the CA key"), "tls.crt": []byte("the certificate"), "tls.key": []byte("the key")},
+	}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	caBundle := []byte("the CA bundle the webhook injected")
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "olmguard-mutating"}, mutating); err != nil {
+		t.Fatal(err)
+	}
+	injected := map[string]bool{}
+	for i := range mutating.Webhooks {
+		mutating.Webhooks[i].ClientConfig.CABundle = caBundle
+		injected[mutating.Webhooks[i].Name] = true
+	}
+	if err := c.Update(ctx, mutating, client.FieldOwner("olmguard-webhook")); err != nil {
+		t.Fatal(err)
+	}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "olmguard-validating"}, validating); err != nil {
+		t.Fatal(err)
+	}
+	for i := range validating.Webhooks {
+		validating.Webhooks[i].ClientConfig.CABundle = caBundle
+		injected[validating.Webhooks[i].Name] = true
+	}
+	if err := c.Update(ctx, validating, client.FieldOwner("olmguard-webhook")); err != nil {
+		t.Fatal(err)
+	}
+
+	up := action.NewUpgrade(cfg)
+	up.Namespace, up.ResetThenReuseValues = ns, true
+	up.WaitStrategy, up.Timeout = kube.HookOnlyStrategy, time.Minute
+	r, err := up.RunWithContext(ctx, charts.DefaultReleaseName, load(t), nil)
+	if err != nil {
+		t.Fatalf("helm upgrade --reset-then-reuse-values: %v", err)
+	}
+	rel := r.(*release.Release)
+	// Compared as JSON: Helm stores the values as JSON (numbers come back as float64).
+	if want, got := mustJSON(t, user), mustJSON(t, rel.Config); want != got {
+		t.Errorf("the release's user values changed:\nwant %s\n got %s", want, got)
+	}
+	if rel.Chart.Metadata.Version == "" || !slices.ContainsFunc(rel.Hooks, func(h *release.Hook) bool { return h.Name == "olmguard-uninstall" }) {
+		t.Errorf("the upgraded release lacks this chart's pre-delete hook (new defaults not applied)")
+	}
+	dep := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "olmguard-webhook"}, dep); err != nil || dep.Spec.Replicas == nil || *dep.Spec.Replicas != 3 || dep.Labels["team"] != "platform" {
+		t.Errorf("webhook Deployment after the upgrade: replicas %v, labels %v (%v); want 3 and team=platform", dep.Spec.Replicas, dep.Labels, err)
+	}
+	if dep.Labels["helm.sh/chart"] == "" {
+		t.Errorf("the Deployment lacks this chart's standard labels: %v", dep.Labels)
+	}
+	args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " ")
+	if !strings.Contains(args, "--policy-approval=enforce") {
+		t.Errorf("webhook args %q lack the user's --policy-approval=enforce", args)
+	}
+	got := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(secret), got); err != nil {
+		t.Fatalf("the serving certificate's Secret after the upgrade: %v", err)
+	}
+	if diff := cmp.Diff(secret.Data, got.Data); diff != "" {
+		t.Errorf("the serving certificate's Secret changed (-before +after):\n%s", diff)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: "olmguard-mutating"}, mutating); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: "olmguard-validating"}, validating); err != nil {
+		t.Fatal(err)
+	}
+	if len(mutating.Webhooks) == 0 || len(validating.Webhooks) == 0 {
+		t.Fatalf("webhooks after the upgrade: %d mutating, %d validating", len(mutating.Webhooks), len(validating.Webhooks))
+	}
+	for _, w := range mutating.Webhooks {
+		if !injected[w.Name] {
+			// A webhook the previous chart did not have: the webhook's pods, restarted by the
+			// upgrade's new pod template, inject the CA into it at their start.
+			t.Logf("%s webhook %s is new in this chart", "mutating", w.Name)
+			continue
+		}
+		if string(w.ClientConfig.CABundle) != string(caBundle) || w.TimeoutSeconds == nil || *w.TimeoutSeconds != 7 {
+			t.Errorf("mutating webhook %s after the upgrade: caBundle %q, timeoutSeconds %v", w.Name, w.ClientConfig.CABundle, w.TimeoutSeconds)
+		}
+	}
+	for _, w := range validating.Webhooks {
+		if !injected[w.Name] {
+			// A webhook the previous chart did not have: the webhook's pods, restarted by the
+			// upgrade's new pod template, inject the CA into it at their start.
+			t.Logf("%s webhook %s is new in this chart", "validating", w.Name)
+			continue
+		}
+		if string(w.ClientConfig.CABundle) != string(caBundle) || w.TimeoutSeconds == nil || *w.TimeoutSeconds != 7 {
+			t.Errorf("validating webhook %s after the upgrade: caBundle %q, timeoutSeconds %v", w.Name, w.ClientConfig.CABundle, w.TimeoutSeconds)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func createNamespace(t *testing.T, c client.Client, name string) {
