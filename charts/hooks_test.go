@@ -148,6 +148,21 @@ func TestUninstallHook(t *testing.T) {
 	}
 }
 
+// TestUninstallHookExample: examples/controller-tuning.yaml's uninstallHook values reach the Job.
+func TestUninstallHookExample(t *testing.T) {
+	for _, ex := range examples(t) {
+		if ex.name != "controller-tuning.yaml" {
+			continue
+		}
+		job := typedFrom[batchv1.Job](t, hookObjects(t, charts.Options{Values: ex.values})["uninstall-hook.yaml"], "Job", "olmguard-uninstall")
+		if *job.Spec.ActiveDeadlineSeconds != 180 || *job.Spec.BackoffLimit != 2 || !slices.Contains(job.Spec.Template.Spec.Containers[0].Command, "--stop-timeout=90s") {
+			t.Errorf("Job: activeDeadlineSeconds %d, backoffLimit %d, command %q", *job.Spec.ActiveDeadlineSeconds, *job.Spec.BackoffLimit, job.Spec.Template.Spec.Containers[0].Command)
+		}
+		return
+	}
+	t.Fatal("no example controller-tuning.yaml")
+}
+
 // TestHooksStayOutOfTheRelease: hooks are not part of Templates (so not of the kustomize tree,
 // which a kubectl-applied install uses without Helm's hooks) and no generated file holds one.
 func TestHooksStayOutOfTheRelease(t *testing.T) {
