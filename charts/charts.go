@@ -122,6 +122,29 @@ func Templates(ch *chart.Chart, o Options) (map[string]string, error) {
 	return splitManifest(rel.Manifest, ch.Name())
 }
 
+// Hooks renders ch as Templates does and returns its Helm hooks (objects annotated helm.sh/hook,
+// which Helm keeps out of the release manifest and Templates), keyed as Templates keys them.
+// The kustomize tree (Generate) is built from Templates: no hook reaches it.
+func Hooks(ch *chart.Chart, o Options) (map[string]string, error) {
+	rel, err := dryRun(ch, o)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, h := range rel.Hooks {
+		name, ok := strings.CutPrefix(h.Path, ch.Name()+"/templates/")
+		if !ok {
+			return nil, fmt.Errorf("hook %s from %s, outside %s/templates", h.Name, h.Path, ch.Name())
+		}
+		body := strings.TrimRight(strings.TrimPrefix(strings.TrimSpace(h.Manifest), "---\n"), "\n") + "\n"
+		if prev, ok := out[name]; ok {
+			body = prev + "---\n" + body
+		}
+		out[name] = body
+	}
+	return out, nil
+}
+
 // Notes renders ch as Templates does and returns what Helm prints after an install
 // (templates/NOTES.txt); without a cluster, lookup finds nothing.
 func Notes(ch *chart.Chart, o Options) (string, error) {

@@ -131,7 +131,7 @@ func TestBinaryHelpAndCompletion(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{""}, []string{"completion", "doctor", "help", "uninstall", "version"}},
+		{[]string{""}, []string{"completion", "doctor", "help", "probe", "uninstall", "version"}},
 		{[]string{"doctor", "-o", ""}, []string{"table", "json", "yaml"}},
 	} {
 		code, out, errOut := execPlugin(t, completeName, tc.args...)

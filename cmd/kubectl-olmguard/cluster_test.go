@@ -105,3 +105,19 @@ func TestWarningPrinter(t *testing.T) {
 		t.Errorf("printed %q, want %q", out.String(), want)
 	}
 }
+
+// TestProbe: probe dry-runs the marked ConfigMap in olmguard's namespace. envtest runs no webhook,
+// so nothing marks it: exit 1, NotCalled on stdout. A namespace that does not exist: exit 2.
+func TestProbe(t *testing.T) {
+	e := testenv.Shared(t)
+	kubeconfig := testenv.WriteKubeconfig(t, e.Config)
+	ns := testenv.FreshNamespace(t, e.Client, "probe")
+	code, out, errOut := runFor("--kubeconfig", kubeconfig, "probe", "--olmguard-namespace", ns)
+	if code != 1 || !strings.HasPrefix(out, "NotCalled: ") {
+		t.Errorf("no webhook: exit %d, stdout %q, stderr %q; want 1 and NotCalled", code, out, errOut)
+	}
+	code, out, errOut = runFor("--kubeconfig", kubeconfig, "probe", "--olmguard-namespace", "no-such-namespace")
+	if code != 2 || out != "" || !strings.Contains(errOut, "no-such-namespace") {
+		t.Errorf("no namespace: exit %d, stdout %q, stderr %q; want 2", code, out, errOut)
+	}
+}

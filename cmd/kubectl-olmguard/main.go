@@ -134,7 +134,7 @@ func newRoot(s streams) *cobra.Command {
 	cf.AddFlags(root.PersistentFlags())
 	completeKubeconfigNames(root, cf)
 	completeNamespaces(root, cf)
-	root.AddCommand(newDoctor(cf, s), newUninstall(cf, s), newVersion(s))
+	root.AddCommand(newDoctor(cf, s), newUninstall(cf, s), newProbe(cf, s), newVersion(s))
 	return root
 }
 

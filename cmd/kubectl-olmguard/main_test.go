@@ -31,12 +31,13 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{nil, []string{"kubectl olmguard", "doctor", "uninstall", "completion", "version"}},
+		{nil, []string{"kubectl olmguard", "doctor", "uninstall", "probe", "completion", "version"}},
 		{[]string{"--help"}, []string{"doctor", "uninstall"}},
 		{[]string{"help", "doctor"}, []string{"--output", "--all-namespaces"}},
 		{[]string{"doctor", "--help"}, []string{"-A, --all-namespaces", "-o, --output", "--stuck-after", "--pending-after", "--recheck",
 			"--include-copied-csvs", "--copied-csvs-above", "Exit status: 0 healthy, 1 problems found, 2"}},
 		{[]string{"uninstall", "--help"}, []string{"--stop-timeout", "olmguard.io/cleanup"}},
+		{[]string{"probe", "--help"}, []string{"--olmguard-namespace", "dryRun=All", "Exit status: 0 the webhook was called, 1 it was not"}},
 		{[]string{"version", "--help"}, nil},
 		{[]string{"completion", "--help"}, []string{"bash", "zsh", "fish"}},
 	} {
@@ -193,7 +194,7 @@ func TestComplete(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{""}, []string{"completion", "doctor", "help", "uninstall", "version"}},
+		{[]string{""}, []string{"completion", "doctor", "help", "probe", "uninstall", "version"}},
 		{[]string{"do"}, []string{"doctor"}},
 		{[]string{"doctor", "-o", ""}, []string{"table", "json", "yaml"}},
 		{[]string{"doctor", "--output", "y"}, []string{"yaml"}},

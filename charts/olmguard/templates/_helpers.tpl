@@ -253,3 +253,58 @@ maxUnavailable: {{ $pdb.maxUnavailable | toJson }}
 minAvailable: {{ hasKey $pdb "minAvailable" | ternary $pdb.minAvailable 1 | toJson }}
 {{- end -}}
 {{- end }}
+
+{{/*
+The labels of a hook's pod (.component: uninstall, test): not app.kubernetes.io/name=olmguard,
+by which kubectl-olmguard uninstall finds the pods it waits to be gone (it would wait for its own
+pod, or for a test pod left after a failed helm test).
+*/}}
+{{- define "olmguard.hookPodLabels" -}}
+app.kubernetes.io/part-of: olmguard
+app.kubernetes.io/component: {{ .component }}
+{{ include "olmguard.helmLabels" .root }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod spec of a hook's Job or Pod (.root, .serviceAccount): the chart's image, pull secrets and
+security contexts (Pod Security "restricted"), and the controller's scheduling and extraEnv.
+.command is the container's command, .resources its resources.
+*/}}
+{{- define "olmguard.hookPodSpec" -}}
+serviceAccountName: {{ .serviceAccount }}
+restartPolicy: Never
+{{- with .root.Values.controller.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .root.Values.podSecurityContext | nindent 2 }}
+{{- with .root.Values.controller.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .root.Values.controller.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+containers:
+  - name: {{ .name }}
+    image: {{ include "olmguard.image" .root }}
+    imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+    command:
+      {{- toYaml .command | nindent 6 }}
+    {{- with include "olmguard.extraEnv" .root.Values.controller }}
+    env:
+      {{- . | nindent 6 }}
+    {{- end }}
+    resources:
+      {{- toYaml .resources | nindent 6 }}
+    securityContext:
+      {{- include "olmguard.containerSecurityContext" .root | nindent 6 }}
+{{- end }}
