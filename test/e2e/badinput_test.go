@@ -209,8 +209,18 @@ func reviewTargets(ns, catalogNS string, sub *v1alpha1.Subscription) map[string]
 			"metadata": map[string]any{"name": "probe-catalog", "namespace": untrustedNS, "annotations": map[string]any{"notes": pad}},
 			"spec":     map[string]any{"sourceType": "grpc", "image": "quay.io/example/catalog:v1"}}
 	}
+	// The reachability probe's ConfigMap, not a dry run: the webhook marks only dry runs in
+	// olmguard's namespace, so a well-formed review is allowed unchanged.
+	probeConfigMap := func(pad string) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "probe-configmap", "namespace": ns,
+				"labels": map[string]any{olmguard.WebhookProbeLabel: "abc-123"}, "annotations": map[string]any{"notes": pad}}}
+	}
 	const user = "system:serviceaccount:olmguard-probe:someone"
 	return map[string]reviewTarget{
+		olmguard.MutateWebhookProbePath: {group: "", version: "v1", kind: "ConfigMap", resource: "configmaps",
+			op: admissionv1.Create, user: user, object: probeConfigMap,
+			good: reviewAnswer{allowed: true, uid: true}},
 		olmguard.MutateInstallPlansPath: {group: ops, version: "v1alpha1", kind: "InstallPlan", resource: "installplans",
 			op: admissionv1.Create, user: user, object: plan(nil),
 			good: reviewAnswer{allowed: true, message: "added Subscription ownerReferences", patch: string(sub.UID), uid: true}},
@@ -365,6 +375,8 @@ func badCases() []badCase {
 					return tg.good // the finalizer is added on updates too; the old CSV is not read
 				case olmguard.MutateJobsPath:
 					return unchangedAnswer // only creations are renamed
+				case olmguard.MutateWebhookProbePath:
+					return unchangedAnswer // only creations (dry runs) are marked
 				}
 				return failedOpenAnswer("decoding old " + tg.kind + ": empty object")
 			}},

@@ -91,7 +91,12 @@ func setCopiedCSVs(t *testing.T, c client.Client, disable bool) {
 // again if OLM recreates it), then waits until no copy is left.
 func uninstallEverywhere(t *testing.T, c client.Client, r realolm.CopiedEverywhere) {
 	ctx := context.Background()
-	waitSubscriptionAtLatest(t, c, r.Namespace, Omega.Name)
+	if err := realolm.SubscriptionAtLatest(ctx, c, r.Namespace, Omega.Name); err != nil {
+		// OLM can lose track of the CSV it installed for the Subscription (a status write lost to
+		// a conflict; then ResolutionFailed: the CSV "is not referenced by a subscription", OLM
+		// #2201, seen on openshift-4.20): the uninstall goes on, it removes both.
+		t.Logf("Subscription %s/%s not AtLatestKnown before its uninstall (%v): uninstalling it anyway", r.Namespace, Omega.Name, err)
+	}
 	if err := realolm.NoPlanInstalling(ctx, c, r.Namespace); err != nil {
 		t.Error(err)
 	}
