@@ -541,6 +541,9 @@ func TestExamples(t *testing.T) {
 			}
 		},
 		"small.yaml": func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
+				typed[appsv1.Deployment](t, objs, "Deployment", name) // fullnameOverride: olmguard keeps the names
+			}
 			for _, kind := range []string{"PodDisruptionBudget", "NetworkPolicy"} {
 				if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind }) {
 					t.Errorf("a %s with one replica each", kind)
