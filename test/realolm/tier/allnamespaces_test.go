@@ -3,6 +3,7 @@ package tier
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/uninstall"
 	"github.com/olmguard/olmguard/test/realolm"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -31,6 +33,18 @@ func TestAllNamespacesInstall(t *testing.T) {
 	ctx := context.Background()
 	global := must(realolm.GlobalOperators(ctx, c.Client, o))(t)
 	other := must(testenv.NewNamespace(ctx, c.Client, "copy-target"))(t)
+	// Runs once olmguard has stopped (cleanups run last first), as `kubectl olmguard uninstall`
+	// would: a CSV OLM made again in the global namespace while olmguard's webhook was still
+	// registered keeps olmguard's finalizer with no controller left to remove it, and the next
+	// scenario there could not delete it (seen on openshift-4.20). Sequential tests only share
+	// the global namespace, so no other olmguard is running meanwhile.
+	t.Cleanup(func() {
+		if n, err := uninstall.ReleaseFinalizers(context.Background(), c.Client, global, io.Discard); err != nil {
+			t.Error(err)
+		} else if n > 0 {
+			t.Logf("released olmguard's finalizer from %d CSV(s) left in %s after olmguard stopped", n, global)
+		}
+	})
 	runOlmguard(t, c)
 
 	sub := subscribe(t, c, global, Omega.Name, Omega, v1alpha1.ApprovalAutomatic, "")

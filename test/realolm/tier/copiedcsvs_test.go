@@ -30,6 +30,18 @@ func TestCopiedCSVsReported(t *testing.T) {
 	declare(t, "N4: copied CSVs reported (OCPBUGS-37982)", false)
 	c, o := realOLM(t)
 	ctx := context.Background()
+	// TestAllNamespacesInstall installed and removed the same operator in the same global
+	// namespace just before; on openshift-4.20 OLM was seen to create its CSV again after that
+	// uninstall, and a Subscription then fails resolution on the CSV no Subscription references
+	// (OLM #2201). Start from no such CSV.
+	global := must(realolm.GlobalOperators(ctx, c.Client, o))(t)
+	left := &v1alpha1.ClusterServiceVersion{}
+	left.Namespace, left.Name = global, Omega.CSVName(Omega.Versions[0])
+	if recreated, err := realolm.DeleteCSV(ctx, c.Client, left); err != nil {
+		t.Fatal(err)
+	} else if recreated > 0 {
+		t.Logf("a CSV %s/%s was left by the test before and recreated %d time(s); deleted", global, left.Name, recreated)
+	}
 	r := must(realolm.InstallEverywhere(ctx, c.Client, o, Omega))(t)
 	t.Logf("stock OLM %s: %d copies of %s/%s, one in each of %d other namespaces", o.Version, r.Copies, r.Namespace, r.CSV, r.Elsewhere)
 	disabled := false
