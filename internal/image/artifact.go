@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"os"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -42,44 +40,34 @@ func descriptor(b Blob) (v1.Descriptor, error) {
 // WriteArtifactArchive writes a as a tar of an OCI image layout whose index.json names its
 // manifest by name (as WriteArchive does): `oras` and `skopeo` push it as it is.
 func WriteArtifactArchive(a Artifact, name, out string) error {
-	dir, err := os.MkdirTemp("", "olmguard-oci-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		return err
-	}
-	m := manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, Annotations: a.Annotations}
-	for i, b := range append([]Blob{a.Config}, a.Layers...) {
-		d, err := descriptor(b)
+	return writeLayoutArchive(out, func(p layout.Path) error {
+		m := manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, Annotations: a.Annotations}
+		for i, b := range append([]Blob{a.Config}, a.Layers...) {
+			d, err := descriptor(b)
+			if err != nil {
+				return err
+			}
+			if err := p.WriteBlob(d.Digest, io.NopCloser(bytes.NewReader(b.Data))); err != nil {
+				return err
+			}
+			if i == 0 {
+				m.Config = d
+			} else {
+				m.Layers = append(m.Layers, d)
+			}
+		}
+		raw, err := json.Marshal(m)
 		if err != nil {
 			return err
 		}
-		if err := p.WriteBlob(d.Digest, io.NopCloser(bytes.NewReader(b.Data))); err != nil {
+		d, err := descriptor(Blob{MediaType: string(types.OCIManifestSchema1), Data: raw})
+		if err != nil {
 			return err
 		}
-		if i == 0 {
-			m.Config = d
-		} else {
-			m.Layers = append(m.Layers, d)
+		if err := p.WriteBlob(d.Digest, io.NopCloser(bytes.NewReader(raw))); err != nil {
+			return err
 		}
-	}
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	d, err := descriptor(Blob{MediaType: string(types.OCIManifestSchema1), Data: raw})
-	if err != nil {
-		return err
-	}
-	if err := p.WriteBlob(d.Digest, io.NopCloser(bytes.NewReader(raw))); err != nil {
-		return err
-	}
-	d.Annotations = refAnnotations(name)
-	if err := p.AppendDescriptor(d); err != nil {
-		return err
-	}
-	return TarDir(dir, out)
+		d.Annotations = refAnnotations(name)
+		return p.AppendDescriptor(d)
+	})
 }

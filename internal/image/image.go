@@ -153,6 +153,14 @@ func Image(spec Spec, dir, arch string) (v1.Image, error) {
 // WriteArchive writes img as a tar of an OCI image layout, the index naming it name (both the OCI
 // ref.name annotation and containerd's image name).
 func WriteArchive(img v1.Image, name, out string) error {
+	return writeLayoutArchive(out, func(p layout.Path) error {
+		return p.AppendImage(img, layout.WithAnnotations(refAnnotations(name)))
+	})
+}
+
+// writeLayoutArchive writes a tar of an OCI image layout at out, whose content fill adds to the
+// empty layout.
+func writeLayoutArchive(out string, fill func(layout.Path) error) error {
 	dir, err := os.MkdirTemp("", "olmguard-oci-")
 	if err != nil {
 		return err
@@ -162,7 +170,7 @@ func WriteArchive(img v1.Image, name, out string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(refAnnotations(name))); err != nil {
+	if err := fill(p); err != nil {
 		return err
 	}
 	return TarDir(dir, out)

@@ -2,7 +2,6 @@ package image
 
 import (
 	"fmt"
-	"os"
 	"sort"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -45,19 +44,9 @@ func Index(images map[string]v1.Image) (v1.ImageIndex, error) {
 // index (name as for WriteArchive), its manifests' blobs stored once by digest:
 // `skopeo copy --all oci-archive:<out> docker://<name>` pushes every architecture.
 func WriteIndexArchive(idx v1.ImageIndex, name, out string) error {
-	dir, err := os.MkdirTemp("", "olmguard-oci-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		return err
-	}
-	if err := p.AppendIndex(idx, layout.WithAnnotations(refAnnotations(name))); err != nil {
-		return err
-	}
-	return TarDir(dir, out)
+	return writeLayoutArchive(out, func(p layout.Path) error {
+		return p.AppendIndex(idx, layout.WithAnnotations(refAnnotations(name)))
+	})
 }
 
 // refAnnotations name an image in an OCI layout's index.json: the tag as the OCI ref.name (what
