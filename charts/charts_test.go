@@ -687,10 +687,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"a capability added", `{containerSecurityContext: {capabilities: {add: [NET_ADMIN]}}}`, []string{"/containerSecurityContext/capabilities/add/0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vals := map[string]any{}
-			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
-				t.Fatal(err)
-			}
+			vals := yamlValues(t, tc.values)
 			_, err := charts.Templates(ch, charts.Options{Values: vals})
 			if err == nil {
 				t.Fatalf("%s accepted", tc.values)
@@ -712,10 +709,7 @@ func TestSchemaRejects(t *testing.T) {
 		`{webhook: {port: 8080}}`:                                                           "webhook.port 8080, webhook.metricsPort 8080 and webhook.probePort 8081 must differ",
 		`{webhook: {hostNetwork: true, port: 10260, metricsPort: 10261, probePort: 10261}}`: "webhook.port 10260, webhook.metricsPort 10261 and webhook.probePort 10261 must differ",
 	} {
-		vals := map[string]any{}
-		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
-			t.Fatal(err)
-		}
+		vals := yamlValues(t, values)
 		if _, err := charts.Templates(ch, charts.Options{Values: vals}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error saying %q", values, err, want)
 		}
@@ -728,10 +722,7 @@ func TestSchemaRejects(t *testing.T) {
 		`{controller: {podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}}}`:                                           "controller.podDisruptionBudget: set minAvailable or maxUnavailable, not both",
 		`{certificate: {mode: certManager}, webhook: {configurationAnnotations: {cert-manager.io/inject-ca-from: other/ca}}}`: "webhook.configurationAnnotations: cert-manager.io/inject-ca-from is the chart's",
 	} {
-		vals := map[string]any{}
-		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
-			t.Fatal(err)
-		}
+		vals := yamlValues(t, values)
 		if _, err := charts.Templates(ch, charts.Options{Values: vals, SkipSchemaValidation: true}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("without the schema, %s: %v, want an error saying %q", values, err, want)
 		}
@@ -903,10 +894,7 @@ func TestImageRegistry(t *testing.T) {
 			"mirror.example.com/olmguard/olmguard@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vals := map[string]any{}
-			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
-				t.Fatal(err)
-			}
+			vals := yamlValues(t, tc.values)
 			objs := objects(t, charts.Options{Values: vals})
 			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
 				if img := typed[appsv1.Deployment](t, objs, "Deployment", name).Spec.Template.Spec.Containers[0].Image; img != tc.want {
@@ -931,10 +919,7 @@ func TestPodDisruptionBudgets(t *testing.T) {
 		{"maxUnavailable", `{webhook: {podDisruptionBudget: {maxUnavailable: 1}}, controller: {podDisruptionBudget: {maxUnavailable: 1}}}`, nil, &one},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vals := map[string]any{}
-			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
-				t.Fatal(err)
-			}
+			vals := yamlValues(t, tc.values)
 			objs := objects(t, charts.Options{Values: vals})
 			for _, name := range []string{"olmguard-webhook", "olmguard-controller"} {
 				spec := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget", name).Spec
@@ -1027,10 +1012,7 @@ func TestWebhookPort(t *testing.T) {
 		{"host network, own metrics and probe ports", `{webhook: {hostNetwork: true, port: 10260, metricsPort: 10261, probePort: 10262}, networkPolicy: {webhookIngressCIDRs: [10.0.0.0/24]}}`, 10260, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vals := map[string]any{}
-			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
-				t.Fatal(err)
-			}
+			vals := yamlValues(t, tc.values)
 			objs := objects(t, charts.Options{Values: vals})
 			if port := webhookPort(t, objs); port != tc.port {
 				t.Errorf("port %d, want %d", port, tc.port)
@@ -1069,10 +1051,7 @@ func TestServiceMonitorCredentials(t *testing.T) {
 			map[string]any{"authorization": map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "tok", "key": "token"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vals := map[string]any{}
-			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
-				t.Fatal(err)
-			}
+			vals := yamlValues(t, tc.values)
 			sm := find(objects(t, charts.Options{Values: vals}), "ServiceMonitor", "olmguard")
 			if sm == nil {
 				t.Fatal("no ServiceMonitor")
@@ -1244,4 +1223,14 @@ func labelSets(o *unstructured.Unstructured) []map[string]string {
 		sets = append(sets, l)
 	}
 	return sets
+}
+
+// yamlValues parses a chart's values written in YAML.
+func yamlValues(t *testing.T, values string) map[string]any {
+	t.Helper()
+	vals := map[string]any{}
+	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+		t.Fatal(err)
+	}
+	return vals
 }

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/olmguard/olmguard/charts"
 )
@@ -146,10 +145,7 @@ func TestClientAuthValues(t *testing.T) {
 		{name: "any name", values: `{webhook: {clientAuth: {enabled: true, caSource: {name: apiserver-ca}, commonNames: []}}}`, kind: "ConfigMap", cns: []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vals := map[string]any{}
-			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
-				t.Fatal(err)
-			}
+			vals := yamlValues(t, tc.values)
 			objs := objects(t, charts.Options{Values: vals})
 			opts, _ := parseWebhook(t, args(t, objs, "olmguard-webhook"))
 			spec := typed[appsv1.Deployment](t, objs, "Deployment", "olmguard-webhook").Spec.Template.Spec

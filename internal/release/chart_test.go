@@ -35,15 +35,7 @@ func TestChartRef(t *testing.T) {
 // config (Chart.yaml's metadata as JSON) and one layer, the packaged chart byte for byte, every
 // descriptor matching its blob, named by the chart's version.
 func TestChartArtifact(t *testing.T) {
-	dir := t.TempDir()
-	tgz, err := charts.Package(dir, "v0.2.0", "ghcr.io/olmguard/olmguard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, ChartArtifactArchive("v0.2.0"))
-	if err := WriteChartArtifact(tgz, ChartRef("ghcr.io/olmguard/olmguard", "v0.2.0"), time.Unix(1790000000, 0), out); err != nil {
-		t.Fatal(err)
-	}
+	tgz, out := chartArtifact(t)
 	blobs := readLayout(t, out)
 	var index struct {
 		SchemaVersion int          `json:"schemaVersion"`
@@ -78,6 +70,22 @@ func TestChartArtifact(t *testing.T) {
 	if string(checkBlob(t, blobs, m.Layers[0])) != string(want) {
 		t.Error("the layer is not the packaged chart")
 	}
+}
+
+// chartArtifact packages the chart as v0.2.0 and writes its OCI artifact: the .tgz and the
+// artifact's layout archive.
+func chartArtifact(t *testing.T) (tgz, out string) {
+	t.Helper()
+	dir := t.TempDir()
+	tgz, err := charts.Package(dir, "v0.2.0", "ghcr.io/olmguard/olmguard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = filepath.Join(dir, ChartArtifactArchive("v0.2.0"))
+	if err := WriteChartArtifact(tgz, ChartRef("ghcr.io/olmguard/olmguard", "v0.2.0"), time.Unix(1790000000, 0), out); err != nil {
+		t.Fatal(err)
+	}
+	return tgz, out
 }
 
 type descriptor struct {

@@ -6,33 +6,21 @@ import (
 	"log"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	helmregistry "helm.sh/helm/v4/pkg/registry"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content/oci"
 	"oras.land/oras-go/v2/registry/remote"
-
-	"github.com/olmguard/olmguard/charts"
 )
 
 // TestChartArtifactHelmPull: the chart's OCI artifact, copied as it is into a registry by oras, is what
 // Helm's own registry client pulls for `helm install oci://...`: the chart's metadata and the
 // packaged chart byte for byte.
 func TestChartArtifactHelmPull(t *testing.T) {
-	dir := t.TempDir()
-	tgz, err := charts.Package(dir, "v0.2.0", "ghcr.io/olmguard/olmguard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, ChartArtifactArchive("v0.2.0"))
-	if err := WriteChartArtifact(tgz, ChartRef("ghcr.io/olmguard/olmguard", "v0.2.0"), time.Unix(1790000000, 0), out); err != nil {
-		t.Fatal(err)
-	}
+	tgz, out := chartArtifact(t)
 	// oras reads the layout's tar as it is, as `oras cp --from-oci-layout` does.
 	src, err := oci.NewFromTar(context.Background(), out)
 	if err != nil {
