@@ -253,7 +253,13 @@ func (h *InstallPlanHandler) For(rules []admissionregistrationv1.RuleWithOperati
 // decide judges an update (the endpoint's rules send no other).
 func (h *InstallPlanHandler) decide(ctx context.Context, r admit.Request[*review.Meta]) (admission.Response, error) {
 	obj, old := r.Object, r.Old
-	drops := h.Policies.InstallPlanOwnerDrop != Off && dropsSubscriptionRef(old.OwnerReferences, obj.OwnerReferences)
+	// The Subscriptions the update drops, as if each were live: most updates drop none, and
+	// need no lookup.
+	var dropped []string
+	if h.Policies.InstallPlanOwnerDrop != Off {
+		dropped = droppedSubscriptionNames(old.OwnerReferences, obj.OwnerReferences)
+	}
+	drops := len(dropped) > 0
 	var spec planSpec
 	approves := false
 	if h.Policies.Approval != Off {
@@ -273,7 +279,7 @@ func (h *InstallPlanHandler) decide(ctx context.Context, r admit.Request[*review
 	if drops {
 		// The owner check reads the dropped Subscriptions by name: its cost is what the plan
 		// names, not how many Subscriptions a tenant put in the namespace.
-		live, err := h.Subscriptions.Live(ctx, obj.Namespace, droppedSubscriptionNames(old.OwnerReferences, obj.OwnerReferences))
+		live, err := h.Subscriptions.Live(ctx, obj.Namespace, dropped)
 		if err != nil {
 			return admit.LookupFailed(ctx, InstallPlansWebhook, "Subscriptions", "policies not checked", err), nil
 		}
@@ -298,9 +304,4 @@ func droppedSubscriptionNames(oldRefs, newRefs []metav1.OwnerReference) []string
 		all[r.Name] = r.UID
 	}
 	return owners.DroppedOwners(oldRefs, newRefs, all)
-}
-
-// dropsSubscriptionRef is the cheap pre-check that spares the lookup on most updates.
-func dropsSubscriptionRef(oldRefs, newRefs []metav1.OwnerReference) bool {
-	return len(droppedSubscriptionNames(oldRefs, newRefs)) > 0
 }
