@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs olmguard's test tiers, one after another except the end-to-end, real-OLM (one per OLM build)
-# and hostile-tenant tiers, which run side by side in three lanes, and ends with a table of each tier's wall time, so
-# the CI budget (CI stops at 90 minutes; the goal is 30 warm and 50 cold on 2 cores) stays visible. Every tier runs even if
-# an earlier one failed; the exit status is non-zero if any failed.
+# Runs olmguard's test tiers side by side in four lanes and ends with a table of each tier's wall
+# time, so the CI budget (CI stops at 90 minutes; the goal is 30 warm and 50 cold on 2 cores) stays
+# visible. Three lanes hold the tiers that mostly wait on OLM's throttled syncs in clusters of their
+# own (end to end, real OLM once per OLM build, hostile tenant); the fourth runs the tiers that
+# mostly compute (lint, unit and envtest, two apiservers, OLM's CRDs) at a lower priority, on the
+# CPU the others leave idle while they wait, and then the real node. Every tier runs even if an
+# earlier one failed; the exit status is non-zero if any failed.
 #   hack/test.sh            all tiers
 #   OLM_BUILDS              the OLM builds the real-OLM tier runs on, each in its own cluster (default
 #                           "v0.46.0 openshift-4.20 openshift-4.16 openshift-4.18": every scenario on
@@ -36,8 +39,7 @@ tier() { # name command...
 
 # side_by_side runs lanes at once; a lane is one or more tiers, one per line, each "name|command"
 # (the command word-split), run one after another. Each tier's output is printed whole when all
-# lanes are done, and each keeps its own wall time in the table, marked as run side by side. For
-# the tiers that mostly wait on OLM's throttled syncs in clusters of their own.
+# lanes are done, and each keeps its own wall time in the table, marked as run side by side.
 side_by_side() {
   local dir i=0 pids=() tnames=()
   dir=$(mktemp -d)
@@ -72,36 +74,42 @@ side_by_side() {
   rm -rf "$dir"
 }
 
-# Everything but the tiers that start control planes of their own shape or a real node.
-unit_pkgs=$($GO list ./... | grep -v -e /test/e2e -e /test/ha -e /test/realolm -e /test/hostile -e /test/node -e /test/realnode)
-
 # As root the host can be given all a real node needs (hack/install-node-packages.sh), so there
 # the tier must run: it fails instead of skipping. Elsewhere it skips and says why.
 if [ "$(id -u)" = 0 ]; then export OLMGUARD_REQUIRE_REAL_NODE=${OLMGUARD_REQUIRE_REAL_NODE:-1}; fi
 
-# The real node's kubelet and kubectl, built once into the binary cache (progress on stderr).
+# A lower priority for the computing tiers: the waiting lanes' control planes and OLM keep the CPU
+# they ask for, and these tiers take what is left.
+background() { nice -n 5 "$@"; }
+
+prebuilt=$(mktemp -d)
+# The end-to-end and real-OLM test binaries are built first, so that the lanes do not compile them
+# at once.
+$GO test -c -o "$prebuilt/" ./test/e2e/ ./test/realolm/tier/ >/dev/null
+# What the real node needs is made ready from the start, at the lowest priority: its packages,
+# kubelet and kubectl (a cold build of several minutes; at once when cached) and its test binaries.
+# Its output is kept for a failure; the tier still builds what it lacks itself.
+ahead_log=$prebuilt/ahead.log
+(
+  nice -n 19 bash -c "hack/install-node-packages.sh && hack/test-binaries.sh kubelet && $GO test -c -o '$prebuilt/' ./test/node/ ./test/realnode/" >"$ahead_log" 2>&1
+  echo $? >"$prebuilt/ahead.rc"
+) &
+ahead=$!
+
+# The real node's tier, once the preparation above has ended (both install Debian packages, which
+# cannot happen twice at once).
 real_node() {
+  while [ ! -e "$prebuilt/ahead.rc" ]; do sleep 2; done
+  if [ "$(cat "$prebuilt/ahead.rc")" != 0 ]; then
+    echo "== preparing the real node failed (the tier retries what it needs):"
+    cat "$ahead_log"
+  fi
   hack/install-node-packages.sh
   hack/test-binaries.sh kubelet >/dev/null || return 1
   # One package at a time: each starts the node, and there is one of it per host.
   $GO test -count=1 -p 1 -timeout 20m ./test/node/ ./test/realnode/
 }
 
-tier "lint (gofmt, go vet, golangci-lint)" make --no-print-directory lint
-tier "unit + envtest" $GO test -count=1 -timeout 30m $unit_pkgs
-tier "ha: two kube-apiservers, one etcd" $GO test -count=1 -timeout 20m ./test/ha/
-# The kwok end-to-end tier and the real-OLM tier (once per OLM build) start clusters of their own
-# and spend most of their time waiting on OLM's resync intervals: side by side they take the time
-# of the longest lane. Their test binaries are built first, so that they do not compile at once.
-prebuilt=$(mktemp -d)
-$GO test -c -o "$prebuilt/" ./test/e2e/ ./test/realolm/tier/ >/dev/null
-# While those mostly wait, what the later tiers need is made ready at a lower priority: the
-# real node's packages, kubelet and kubectl (a cold build of several minutes; at once when cached)
-# and the real node's test binaries. Its output is kept for a failure; each tier still builds
-# what it lacks itself.
-ahead_log=$prebuilt/ahead.log
-( nice -n 10 bash -c "hack/install-node-packages.sh && hack/test-binaries.sh kubelet && $GO test -c -o '$prebuilt/' ./test/node/ ./test/realnode/" >"$ahead_log" 2>&1 ) &
-ahead=$!
 # The real-OLM tier on each OLM build (every scenario on the first two, the core ones on the others:
 # test/realolm/tier/scope_test.go), each in a cluster of its own; their results make the support
 # matrix printed at the end.
@@ -119,10 +127,10 @@ hostile_tier() {
   env OLMGUARD_HOSTILE_CLIENT_AUTH="${OLMGUARD_HOSTILE_CLIENT_AUTH:-1}" $GO test -count=1 -timeout 20m ./test/hostile/
 }
 hostile_spec="hostile tenant: OLM's own operators, a tenant with edit|hostile_tier"
-# Three lanes of about the same length (minutes of a warm run in brackets): the end-to-end tier
-# (13) then the fourth build (core scenarios, 5); the first build (every scenario, OLM releases on
-# clusters of their own too: 17) then the hostile tier (3); the second build (every scenario, 13)
-# then the third (core scenarios, 5). Builds past the fourth join the lanes in turn.
+# Three waiting lanes of about the same length (minutes of a warm run alone in brackets): the
+# end-to-end tier (12) then the fourth build (core scenarios, 5); the first build (every scenario,
+# OLM releases on clusters of their own too: 18) then the hostile tier (3); the second build (every
+# scenario, 16) then the third (core scenarios, 5). Builds past the fourth join the lanes in turn.
 lanes=("e2e: kwok cluster, olmguard's binaries|$GO test -count=1 -timeout 45m ./test/e2e/")
 for i in "${!olm_builds[@]}"; do
   case $i in
@@ -132,16 +140,22 @@ for i in "${!olm_builds[@]}"; do
   esac
 done
 lanes[1]+=$'\n'"$hostile_spec"
-side_by_side "${lanes[@]}"
-if ! wait "$ahead"; then
-  echo "== preparing the later tiers failed (each tier retries what it needs):"
-  cat "$ahead_log"
-fi
-rm -rf "$prebuilt"
-tier "real node: kubelet + containerd, olmguard installed as users do" real_node
+# The computing lane (minutes alone: lint 3, unit and envtest 4, two apiservers 1, OLM's CRDs 1),
+# then the real node (7), which by then shares the machine with the waiting lanes' last minutes.
+# Everything but the tiers that start control planes of their own shape or a real node is a unit or
+# envtest package.
+unit_pkgs=$($GO list ./... | grep -v -e /test/e2e -e /test/ha -e /test/realolm -e /test/hostile -e /test/node -e /test/realnode)
+computing="lint (gofmt, go vet, golangci-lint)|background make --no-print-directory lint"
+computing+=$'\n'"unit + envtest|background $GO test -count=1 -timeout 30m $(echo $unit_pkgs)"
+computing+=$'\n'"ha: two kube-apiservers, one etcd|background $GO test -count=1 -timeout 20m ./test/ha/"
 if [ -n "${OLM_CRDS:-}" ]; then
-  tier "again with OLM's CRDs ($OLM_CRDS)" env OLMGUARD_OLM_CRDS="$OLM_CRDS" $GO test -count=1 -timeout 20m ${REAL_CRD_PKGS:?set by the Makefile}
+  computing+=$'\n'"again with OLM's CRDs ($OLM_CRDS)|background env OLMGUARD_OLM_CRDS=$OLM_CRDS $GO test -count=1 -timeout 20m ${REAL_CRD_PKGS:?set by the Makefile}"
 fi
+computing+=$'\n'"real node: kubelet + containerd, olmguard installed as users do|real_node"
+lanes+=("$computing")
+side_by_side "${lanes[@]}"
+wait "$ahead"
+rm -rf "$prebuilt"
 
 if compgen -G "$realolm_results/*.jsonl" >/dev/null; then
   echo
