@@ -62,10 +62,11 @@ lint:
 # OLM's published CRDs, when the checkout sits beside them (CI does), or OLM_CRDS=<dir>.
 OLM_CRDS ?= $(wildcard $(CURDIR)/../shared/olm-crds)
 
-## test: every tier (hack/test.sh): lint (gofmt, go vet, golangci-lint); unit and envtest integration; the
-## two-apiserver tier (test/ha); kwok end to end; then the simulator and the webhook paths again
-## against OLM's real CRDs when OLM_CRDS is set or ../shared/olm-crds exists. Ends with a table of
-## each tier's wall time.
+## test: every tier (hack/test.sh), in four lanes side by side: kwok end to end; real OLM on each OLM
+## build (and the hostile tenant); and, at a lower priority, lint (gofmt, go vet, golangci-lint), unit
+## and envtest integration, the two-apiserver tier (test/ha), the simulator and the webhook paths
+## again against OLM's real CRDs (when OLM_CRDS is set or ../shared/olm-crds exists), then the real
+## node. Ends with a table of each tier's wall time.
 test: binaries
 	$(TEST_ENV) OLM_CRDS=$(OLM_CRDS) REAL_CRD_PKGS="$(REAL_CRD_PKGS)" hack/test.sh
 
