@@ -251,17 +251,16 @@ func testHelmUpgradeUnderLoad(t *testing.T, c *cluster.Cluster, cfg *action.Conf
 	}
 
 	l := startLoad(newAdmissions(t, c, "realnode-helm-upgrade", jobsNS, true), 6)
+	defer l.Stop() // when the test stops early: Stop again is harmless
 	// The upgrade starts once the load is under way, and the load ends only once the rollout is
 	// complete: the whole rollout happens under traffic, however fast the machine is.
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, testenv.Patience, true, func(context.Context) (bool, error) {
 		return l.Sent() >= 100, nil
 	}); err != nil {
-		l.Stop()
 		t.Fatalf("the load did not start: %v", err)
 	}
 	ch, err := charts.Load()
 	if err != nil {
-		l.Stop()
 		t.Fatal(err)
 	}
 	sentBefore, start := l.Sent(), time.Now()
@@ -269,7 +268,6 @@ func testHelmUpgradeUnderLoad(t *testing.T, c *cluster.Cluster, cfg *action.Conf
 	up.Namespace, up.ResetThenReuseValues = ns, true
 	up.WaitStrategy, up.Timeout = kube.HookOnlyStrategy, time.Minute
 	if _, err := up.RunWithContext(ctx, charts.DefaultReleaseName, ch, nil); err != nil {
-		l.Stop()
 		t.Fatalf("helm upgrade --reset-then-reuse-values: %v", err)
 	}
 	testenv.Eventually(t, "the upgrade's rollout complete: every webhook and controller pod of the new pod template and Ready, none of the old left", func(ctx context.Context) (bool, error) {
