@@ -43,9 +43,15 @@ func Classify(csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServ
 	}
 	for i := range subs {
 		s := &subs[i]
-		if s.Namespace == csv.Namespace && (s.Status.CurrentCSV == csv.Name || s.Status.InstalledCSV == csv.Name) {
+		if NamesCSV(s, csv.Namespace, csv.Name) {
 			return Recreate, "Subscription " + s.Name + " still names it and will create it again"
 		}
 	}
 	return Uninstall, "no CSV replaces it and no Subscription names it"
+}
+
+// NamesCSV reports whether Subscription s names the CSV namespace/name as its current or installed
+// CSV: OLM would create that CSV again.
+func NamesCSV(s *v1alpha1.Subscription, namespace, name string) bool {
+	return s.Namespace == namespace && (s.Status.CurrentCSV == name || s.Status.InstalledCSV == name)
 }

@@ -252,13 +252,16 @@ func createWidget(t *testing.T, c client.Client, ns, name string) client.Object 
 
 func waitGone(t *testing.T, c client.Client, o client.Object, what string) {
 	t.Helper()
-	testenv.Eventually(t, what+" is deleted", func(ctx context.Context) (bool, error) {
-		err := c.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, err
-	})
+	testenv.Eventually(t, what+" is deleted", func(ctx context.Context) (bool, error) { return gone(ctx, c, o) })
+}
+
+// gone reports whether the apiserver no longer has o.
+func gone(ctx context.Context, c client.Client, o client.Object) (bool, error) {
+	err := c.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
 }
 
 // mustExist checks an object the cleanup must keep. It runs after waitGone of the deleted CSV,

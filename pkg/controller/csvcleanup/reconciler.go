@@ -221,6 +221,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, csv *v1alpha1.ClusterS
 	if err := r.Client.List(ctx, subs, client.InNamespace(csv.Namespace)); err != nil {
 		return reconcile.Result{}, err
 	}
+	var err error
+	if subs.Items, err = r.confirmNaming(ctx, csv, subs.Items); err != nil {
+		return reconcile.Result{}, err
+	}
 	var others, sameNamespace []v1alpha1.ClusterServiceVersion
 	var refs []cleanup.CSVRef
 	for _, o := range all.Items {
@@ -265,6 +269,37 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, csv *v1alpha1.ClusterS
 	}
 	log.Info("cleanup done", "reason", why)
 	return reconcile.Result{}, r.release(ctx, csv, fmt.Sprintf("cleanup done (%s: %s)", kind, why))
+}
+
+// maxNamingReads bounds the live reads of confirmNaming; past it the cached Subscriptions stand,
+// which keeps operands (a Recreate), the safe side.
+const maxNamingReads = 20
+
+// confirmNaming replaces the cached Subscriptions that name csv with what the apiserver holds now.
+// Users uninstall by deleting the Subscription, then the CSV: on a busy apiserver the cache may
+// still hold the deleted Subscription, and the uninstall would be taken for a Recreate, keeping the
+// operands of a CSV that opted in to their cleanup. A Subscription the apiserver no longer has is
+// dropped; the others are read one at a time, in the CSV's namespace only.
+func (r *Reconciler) confirmNaming(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, cached []v1alpha1.Subscription) ([]v1alpha1.Subscription, error) {
+	out := make([]v1alpha1.Subscription, 0, len(cached))
+	reads := 0
+	for i := range cached {
+		s := &cached[i]
+		if !cleanup.NamesCSV(s, csv.Namespace, csv.Name) || reads >= maxNamingReads {
+			out = append(out, *s)
+			continue
+		}
+		reads++
+		live := &v1alpha1.Subscription{}
+		switch err := r.Reader.Get(ctx, client.ObjectKeyFromObject(s), live); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, *live)
+	}
+	return out, nil
 }
 
 // release removes olmguard's finalizer, never any other.
