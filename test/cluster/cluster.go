@@ -180,6 +180,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return fail(err)
 		}
 	}
+	if _, err := c.StartExited(ctx); err != nil {
+		return fail(err)
+	}
 	if err := c.installCRDs(ctx, true); err != nil {
 		return fail(err)
 	}

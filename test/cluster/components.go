@@ -159,6 +159,34 @@ func (c *Cluster) StartComponent(ctx context.Context, name string) error {
 	return nil
 }
 
+// StartExited starts again each component kwokctl started that has exited, once the
+// kube-apiserver serves, and returns their names. kube-controller-manager and kube-scheduler give
+// up when the kube-apiserver is not healthy within about ten seconds of their start, and kwokctl's
+// binary runtime never starts them again: on a busy machine (CI's two cores running four lanes) a
+// cluster was left without its controller manager, and its nodes kept their not-ready taint.
+func (c *Cluster) StartExited(ctx context.Context) ([]string, error) {
+	var started []string
+	for _, name := range []string{KubeControllerManager, KubeScheduler, KwokController} {
+		running, err := c.ComponentRunning(name)
+		if err != nil {
+			return started, err
+		}
+		if running {
+			continue
+		}
+		log, err := c.LogPath(name)
+		if err != nil {
+			return started, err
+		}
+		c.logf("cluster %s: %s exited after its start (its log: %s): starting it again", c.Name, name, log)
+		if err := c.StartComponent(ctx, name); err != nil {
+			return started, err
+		}
+		started = append(started, name)
+	}
+	return started, nil
+}
+
 func readPid(path string) (int, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

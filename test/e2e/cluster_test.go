@@ -237,6 +237,36 @@ func TestClusterJobCompletes(t *testing.T) {
 	}
 }
 
+// TestExitedComponentsStartedAgain: a component that has exited (as kube-controller-manager and
+// kube-scheduler do when the kube-apiserver is slow to turn healthy at their start) is started
+// again by StartExited, which cluster.Start calls once the kube-apiserver serves; running ones are
+// left alone.
+func TestExitedComponentsStartedAgain(t *testing.T) {
+	c := cluster.Shared(t)
+	c.SkipUnlessKwok(t)
+	ctx := t.Context()
+	if err := c.StopComponent(ctx, cluster.KubeScheduler); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.StartComponent(context.Background(), cluster.KubeScheduler); err != nil {
+			t.Errorf("starting kube-scheduler again: %v", err)
+		}
+	})
+	started, err := c.StartExited(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(started, []string{cluster.KubeScheduler}) {
+		t.Errorf("StartExited started %v, want only the stopped %s", started, cluster.KubeScheduler)
+	}
+	for _, name := range []string{cluster.KubeControllerManager, cluster.KubeScheduler, cluster.KwokController} {
+		if running, err := c.ComponentRunning(name); err != nil || !running {
+			t.Errorf("%s running=%t after StartExited (%v)", name, running, err)
+		}
+	}
+}
+
 func TestClusterControllerManagerRestart(t *testing.T) {
 	c := cluster.Shared(t)
 	c.SkipUnlessKwok(t)
