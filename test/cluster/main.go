@@ -51,10 +51,12 @@ var shared struct {
 // missing, Shared skips the test, or fails it under OLMGUARD_REQUIRE_BINARIES=1; -short skips too.
 // Main calls os.Exit.
 func Main(m *testing.M, opts Options) {
-	os.Exit(runMain(m, opts))
+	os.Exit(Run(m, opts))
 }
 
-func runMain(m *testing.M, opts Options) int {
+// Run is Main without the exit: it returns m.Run's code (1 should the cluster fail to delete), for
+// a TestMain with more to stop before it exits.
+func Run(m *testing.M, opts Options) int {
 	if opts.Name == "" {
 		opts.Name = fmt.Sprintf("%s%d", e2ePrefix, os.Getpid())
 	}

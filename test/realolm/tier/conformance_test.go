@@ -58,7 +58,7 @@ func TestSimulatorConformance(t *testing.T) {
 	ctx := context.Background()
 
 	realNS := operatorNamespace(t, c, "conformance")
-	realRec := recordCreations(t, c.Config, realNS, realolm.CatalogNamespace, olm.UnpackName(Epsilon.Image("1.0.0")))
+	realRec := recordCreations(t, c.Config, realNS, realolm.CatalogNamespace, Epsilon.CSVName("1.0.0"), olm.UnpackName(Epsilon.Image("1.0.0")))
 	subscribe(t, c, realNS, "epsilon", Epsilon, v1alpha1.ApprovalAutomatic, "")
 	waitCSV(t, c, realNS, Epsilon.CSVName("1.0.0"))
 	waitSubscriptionAtLatest(t, c.Client, realNS, "epsilon")
@@ -82,7 +82,7 @@ func TestSimulatorConformance(t *testing.T) {
 	if _, err := sim.CreateOperatorGroup(ctx, simNS, "og", simNS); err != nil {
 		t.Fatal(err)
 	}
-	simRec := recordCreations(t, env.Config, simNS, cluster.OLMNamespace, olm.UnpackName(Epsilon.Image("1.0.0")))
+	simRec := recordCreations(t, env.Config, simNS, cluster.OLMNamespace, Epsilon.CSVName("1.0.0"), olm.UnpackName(Epsilon.Image("1.0.0")))
 	if _, err := sim.CreateSubscription(ctx, simNS, "epsilon", cat, Epsilon.Name, v1alpha1.ApprovalAutomatic); err != nil {
 		t.Fatal(err)
 	}
@@ -288,9 +288,11 @@ type creations struct {
 	first map[string]int64 // kind -> revision of its creation
 }
 
-// recordCreations watches, until the test ends, the InstallPlans and CSVs of ns and the unpack
-// ConfigMap and Job named unpackName in catalogNS.
-func recordCreations(t *testing.T, cfg *rest.Config, ns, catalogNS, unpackName string) *creations {
+// recordCreations watches, until the test ends, the InstallPlans of ns, the CSV csvName in ns and
+// the unpack ConfigMap and Job named unpackName in catalogNS. The CSV is watched by name: a copy
+// OLM makes in ns of another operator's CSV (an AllNamespaces install elsewhere on the cluster) is
+// not this install's (ci run of db7b931: a copy made before the plan read as the CSV coming first).
+func recordCreations(t *testing.T, cfg *rest.Config, ns, catalogNS, csvName, unpackName string) *creations {
 	t.Helper()
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
@@ -305,7 +307,7 @@ func recordCreations(t *testing.T, cfg *rest.Config, ns, catalogNS, unpackName s
 		name string
 	}{
 		{olm.InstallPlanKind, &v1alpha1.InstallPlanList{}, ns, ""},
-		{olm.ClusterServiceVersionKind, &v1alpha1.ClusterServiceVersionList{}, ns, ""},
+		{olm.ClusterServiceVersionKind, &v1alpha1.ClusterServiceVersionList{}, ns, csvName},
 		{"ConfigMap", &corev1.ConfigMapList{}, catalogNS, unpackName},
 		{"Job", &batchv1.JobList{}, catalogNS, unpackName},
 	}

@@ -24,11 +24,11 @@ import (
 // installed for all namespaces is copied by OLM into every other namespace, and stock OLM says
 // nothing of it. `kubectl olmguard doctor` reports the copies (CopiedCSVsMultiply) with OLMConfig's
 // disableCopiedCSVs as the fix, and with that fix applied OLM deletes the copies. The OLMConfig
-// is set back at the end, since the cluster is shared with the other scenarios.
+// is set back at the end, since the cluster is shared with TestAllNamespacesInstall.
 // Fails before doctor's check: no CopiedCSVsMultiply finding.
 func TestCopiedCSVsReported(t *testing.T) {
 	declare(t, "N4: copied CSVs reported (OCPBUGS-37982)", false)
-	c, o := realOLM(t)
+	c, o := globalOLM(t)
 	ctx := context.Background()
 	// TestAllNamespacesInstall installed and removed the same operator in the same global
 	// namespace just before; on openshift-4.20 OLM was seen to create its CSV again after that

@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 	realolm.CatalogNamespace = layout.CatalogNamespace
 	fmt.Fprintf(os.Stderr, "[realolm] OLM under test: %s (in %s, global catalogs in %s); %s; F4 replays an upgrade from %s to %s\n",
 		version(), layout.Namespace, layout.CatalogNamespace, scopeLine(), realolm.OLMBefore, realolm.OLMAfter)
-	cluster.Main(m, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d", os.Getpid())})
+	code := cluster.Run(m, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d", os.Getpid())})
+	stopGlobal()
+	os.Exit(code)
 }
 
 func version() string {
@@ -56,7 +58,7 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		shared.olm, shared.err = realolm.StartOLM(ctx, c, version(), realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta, realolm.Iota, Epsilon, Eta, Theta, Omega)
+		shared.olm, shared.err = realolm.StartOLM(ctx, c, version(), realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta, realolm.Iota, Epsilon, Eta, Theta)
 		if v, err := c.Clientset.Discovery().ServerVersion(); err == nil {
 			resultsMu.Lock()
 			kubeVersion = v.GitVersion
@@ -67,6 +69,47 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 		t.Fatalf("starting OLM %s: %v", version(), shared.err)
 	}
 	return c, shared.olm
+}
+
+var global struct {
+	once sync.Once
+	c    *cluster.Cluster
+	olm  *cluster.OLM
+	err  error
+}
+
+// globalOLM returns a second cluster, with OLM running and Omega in its catalog, for the scenarios
+// that install into the global operators namespace: OLM copies such a CSV into every namespace
+// and they change cluster-wide settings (OLMConfig), so that an uninstall OLM undoes late (a CSV
+// it creates again from a stale plan) reaches no other scenario's namespace. Started once per
+// test binary, stopped by TestMain.
+func globalOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
+	t.Helper()
+	global.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		global.c, global.err = cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d-global", os.Getpid()), Nodes: 1})
+		if global.err == nil {
+			global.olm, global.err = realolm.StartOLM(ctx, global.c, version(), Omega)
+		}
+	})
+	if global.err != nil {
+		t.Fatalf("starting the global-namespace cluster with OLM %s: %v", version(), global.err)
+	}
+	return global.c, global.olm
+}
+
+// stopGlobal stops globalOLM's cluster, if a test started it.
+func stopGlobal() {
+	if global.c == nil {
+		return
+	}
+	if global.olm != nil {
+		global.olm.Stop()
+	}
+	if err := global.c.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "[cluster] deleting %s: %v\n", global.c.Name, err)
+	}
 }
 
 // must(f())(t) is f's value, or the test fails on f's error.
