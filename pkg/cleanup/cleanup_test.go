@@ -377,3 +377,54 @@ func TestOLMInstalledCRD(t *testing.T) {
 		}
 	}
 }
+
+// TestPlannedBundleRBAC: a bundle-manifest ClusterRole or binding OLM created once, labelled
+// olm.managed alone (OLM #2985), belongs to the CSV whose plan step applied it, and to no other;
+// an object carrying any owner label goes by Owned instead. Fails before the fix: nothing tied such
+// an object to its CSV and it outlived every uninstall.
+func TestPlannedBundleRBAC(t *testing.T) {
+	step := func(resolving, kind, group, name, status string) *v1alpha1.Step {
+		return &v1alpha1.Step{Resolving: resolving, Status: status, Resource: v1alpha1.StepResource{Kind: kind, Group: group, Name: name}}
+	}
+	const rbac = "rbac.authorization.k8s.io"
+	managed := map[string]string{olm.ManagedLabel: olm.ManagedLabelValue}
+	self := CSVRef{Namespace: "ns", Name: "op.v1", Packages: []string{"op"}}
+	tests := []struct {
+		name   string
+		step   *v1alpha1.Step
+		object Object
+		others []CSVRef
+		want   bool
+	}{
+		{"a ClusterRole OLM created for this CSV", step("op.v1", "ClusterRole", rbac, "op-reader", "Created"),
+			Object{Kind: "ClusterRole", Name: "op-reader", Labels: managed}, nil, true},
+		{"a ClusterRoleBinding OLM created for this CSV", step("op.v1", "ClusterRoleBinding", rbac, "op-reader", "Created"),
+			Object{Kind: "ClusterRoleBinding", Name: "op-reader", Labels: managed}, nil, true},
+		{"a step not applied yet", step("op.v1", "ClusterRole", rbac, "op-reader", "Unknown"),
+			Object{Kind: "ClusterRole", Name: "op-reader", Labels: managed}, nil, false},
+		{"a step for another CSV", step("other.v1", "ClusterRole", rbac, "op-reader", "Created"),
+			Object{Kind: "ClusterRole", Name: "op-reader", Labels: managed}, nil, false},
+		{"a step of another group", step("op.v1", "ClusterRole", "example.com", "op-reader", "Created"),
+			Object{Kind: "ClusterRole", Name: "op-reader", Labels: managed}, nil, false},
+		{"an object OLM does not manage (created by an administrator since)", step("op.v1", "ClusterRole", rbac, "op-reader", "Created"),
+			Object{Kind: "ClusterRole", Name: "op-reader", Labels: map[string]string{}}, nil, false},
+		{"an object labelled for another CSV since (OLM relabels on another install, #2985)", step("op.v1", "ClusterRole", rbac, "op-reader", "Created"),
+			Object{Kind: "ClusterRole", Name: "op-reader", Labels: map[string]string{olm.ManagedLabel: "true", olm.OwnerLabel: "op.v2"}}, nil, false},
+		{"an object labelled as a clusterPermissions role (goes by Owned)", step("op.v1", "ClusterRole", rbac, "op.v1-abc", "Created"),
+			Object{Kind: "ClusterRole", Name: "op.v1-abc", Labels: map[string]string{olm.ManagedLabel: "true", olm.OwnerNamespaceLabel: "ns", olm.OwnerKindLabel: olm.ClusterServiceVersionKind}}, nil, false},
+		{"another namespace's CSV of the package still uses it", step("op.v1", "ClusterRole", rbac, "op-reader", "Created"),
+			Object{Kind: "ClusterRole", Name: "op-reader", Labels: managed}, []CSVRef{{Namespace: "team-b", Name: "op.v1", Packages: []string{"op"}}}, false},
+		{"another package's CSV elsewhere does not keep it", step("op.v1", "ClusterRole", rbac, "op-reader", "Created"),
+			Object{Kind: "ClusterRole", Name: "op-reader", Labels: managed}, []CSVRef{{Namespace: "team-b", Name: "other.v1", Packages: []string{"other"}}}, true},
+	}
+	for _, tt := range tests {
+		plan := v1alpha1.InstallPlan{}
+		plan.Status.Plan = []*v1alpha1.Step{nil, tt.step}
+		planned := map[StepObject]bool{}
+		PlanBundleRBAC(&plan, self.Name, planned)
+		got := planned[StepObject{Kind: tt.object.Kind, Name: tt.object.Name}] && OwnedByPlanStep(tt.object, self, NewUsers(tt.others))
+		if got != tt.want {
+			t.Errorf("%s: planned %v, owned = %v, want %v", tt.name, planned, got, tt.want)
+		}
+	}
+}

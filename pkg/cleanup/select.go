@@ -210,3 +210,42 @@ func OrphanedRBAC(o Object, users Users) bool {
 	name := o.Labels[olm.OwnerLabel]
 	return bundleManifestRBAC(o) && name != "" && o.Labels[olm.ManagedLabel] == olm.ManagedLabelValue && !users.StillUsed(name, nil)
 }
+
+// StepObject is a cluster-scoped object an InstallPlan step names.
+type StepObject struct{ Kind, Name string }
+
+// PlanBundleRBAC adds to objs the ClusterRoles and ClusterRoleBindings an InstallPlan shows OLM
+// applied for the CSV named csv: steps of those kinds (group rbac.authorization.k8s.io) resolving
+// exactly that CSV, in a status OLM writes once it applied the step. As for PlanCRDs, the plan
+// must be of the CSV's namespace and its status is the catalog-operator's alone. OLM creates a
+// bundle manifest labelled olm.managed=true only, and labels it olm.owner=<csv> only when it
+// applies the step again (catalog StepEnsurer.EnsureClusterRole, OLM #2985): while the plans
+// exist, their steps are the one evidence of whose such an object is.
+func PlanBundleRBAC(plan *v1alpha1.InstallPlan, csv string, objs map[StepObject]bool) {
+	for _, st := range plan.Status.Plan {
+		if st == nil || st.Resolving != csv || st.Resource.Group != rbacGroup || st.Resource.Name == "" {
+			continue
+		}
+		if (st.Resource.Kind == "ClusterRole" || st.Resource.Kind == "ClusterRoleBinding") && appliedStepStatus[st.Status] {
+			objs[StepObject{Kind: st.Resource.Kind, Name: st.Resource.Name}] = true
+		}
+	}
+}
+
+const rbacGroup = "rbac.authorization.k8s.io"
+
+// OwnedByPlanStep reports whether o, named by a step OLM applied for self (PlanBundleRBAC), is
+// self's to delete: labelled exactly as OLM creates a bundle manifest (olm.managed=true and no
+// owner label: one labelled olm.owner goes by Owned, whoever it names), and no other CSV of the
+// package still uses it (Users.StillUsed, as for any object a package shares).
+func OwnedByPlanStep(o Object, self CSVRef, users Users) bool {
+	if (o.Kind != "ClusterRole" && o.Kind != "ClusterRoleBinding") || o.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
+		return false
+	}
+	for _, l := range []string{olm.OwnerLabel, olm.OwnerNamespaceLabel, olm.OwnerKindLabel} {
+		if _, ok := o.Labels[l]; ok {
+			return false
+		}
+	}
+	return !users.StillUsed(self.Name, &self)
+}

@@ -135,6 +135,38 @@ func TestDeletePath(t *testing.T) {
 	t.Run("a bundled ClusterRole another tenant's CSV of the package still uses", func(t *testing.T) {
 		sharedBundledRole(t, c)
 	})
+
+	t.Run("a bundled ClusterRole OLM applied once, labelled olm.managed alone", func(t *testing.T) {
+		// OLM labels a bundle manifest olm.owner only when it applies its step again (#2985): the
+		// plan's step is the evidence. Fails before the fix: no label named the CSV and the role
+		// outlived the uninstall.
+		ns := namespace(t, c, "applied-once")
+		csv := createCSV(t, c, ns, "once.v1", "", false)
+		managed := map[string]string{olm.ManagedLabel: olm.ManagedLabelValue}
+		role := createClusterRole(t, c, "once-bundled-reader", managed)
+		binding := createClusterRoleBinding(t, c, "once-bundled-reader", managed)
+		// Named by no step of this namespace's plans, or by a step for another CSV: kept.
+		unnamed := createClusterRole(t, c, "once-unnamed", managed)
+		elsewhere := createClusterRole(t, c, "once-elsewhere", managed)
+		createPlan(t, c, ns, "once.v1",
+			rbacStep("once.v1", "ClusterRole", "once-bundled-reader"), rbacStep("once.v1", "ClusterRoleBinding", "once-bundled-reader"))
+		createPlan(t, c, namespace(t, c, "applied-once-other"), "once.v1", rbacStep("once.v1", "ClusterRole", "once-elsewhere"))
+		if err := c.Delete(ctx, csv); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, c, csv, "the uninstalled CSV")
+		waitGone(t, c, role, "the bundled ClusterRole its plan's step created")
+		waitGone(t, c, binding, "the bundled ClusterRoleBinding its plan's step created")
+		mustExist(t, c, unnamed, "an unlabelled ClusterRole no step of its namespace names")
+		mustExist(t, c, elsewhere, "an unlabelled ClusterRole named by another namespace's plan")
+	})
+}
+
+// rbacStep is a plan step, as OLM's catalog-operator writes it once applied, that created the
+// bundle-manifest object kind/name for the CSV csv.
+func rbacStep(csv, kind, name string) *v1alpha1.Step {
+	return &v1alpha1.Step{Resolving: csv, Status: "Created", Resource: v1alpha1.StepResource{CatalogSource: "cat", CatalogSourceNamespace: "olm",
+		Group: rbacv1.GroupName, Version: "v1", Kind: kind, Name: name}}
 }
 
 // startController runs the csv-cleanup reconciler (operand cleanup opt-in) until the test ends.
@@ -280,18 +312,22 @@ func mustExist(t *testing.T, c client.Client, o client.Object, what string) {
 // it, a step that created CRD crd for the CSV csv.
 func createCRDPlan(t *testing.T, c client.Client, ns, csv, crd string) {
 	t.Helper()
+	createPlan(t, c, ns, csv, &v1alpha1.Step{Resolving: csv, Status: "Created", Resource: v1alpha1.StepResource{CatalogSource: "cat", CatalogSourceNamespace: ns,
+		Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Name: crd}})
+}
+
+// createPlan writes a Complete InstallPlan in ns for the CSV csv with the given steps and the
+// CSV's own.
+func createPlan(t *testing.T, c client.Client, ns, csv string, steps ...*v1alpha1.Step) {
+	t.Helper()
 	ip := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{GenerateName: "install-", Namespace: ns},
 		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{csv}, Approval: v1alpha1.ApprovalAutomatic, Approved: true}}
 	if err := c.Create(context.Background(), ip); err != nil {
 		t.Fatal(err)
 	}
 	ip.Status = v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseComplete, CatalogSources: []string{},
-		Plan: []*v1alpha1.Step{
-			{Resolving: csv, Status: "Created", Resource: v1alpha1.StepResource{CatalogSource: "cat", CatalogSourceNamespace: ns,
-				Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Name: crd}},
-			{Resolving: csv, Status: "Created", Resource: v1alpha1.StepResource{CatalogSource: "cat", CatalogSourceNamespace: ns,
-				Group: olm.Group, Version: "v1alpha1", Kind: olm.ClusterServiceVersionKind, Name: csv}},
-		}}
+		Plan: append(steps, &v1alpha1.Step{Resolving: csv, Status: "Created", Resource: v1alpha1.StepResource{CatalogSource: "cat", CatalogSourceNamespace: ns,
+			Group: olm.Group, Version: "v1alpha1", Kind: olm.ClusterServiceVersionKind, Name: csv}})}
 	if err := c.Status().Update(context.Background(), ip); err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,12 @@
 package csvcleanup
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -248,6 +251,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, csv *v1alpha1.ClusterS
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	planned, err := r.deletePlannedBundleRBAC(ctx, csv, self, users)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	n += planned
 	if n > 0 {
 		r.Recorder.Eventf(csv, nil, corev1.EventTypeNormal, "ClusterObjectsDeleted", "Cleanup",
 			"deleted %d cluster-scoped objects of this CSV (%s: %s)", n, kind, why)
@@ -453,23 +461,66 @@ func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterSe
 // manifests in its steps.
 const planPageSize = 5
 
-// planCRDs reads the InstallPlans of the CSV's namespace, a page at a time, and returns the CRDs
-// their steps show OLM applied for the CSV (cleanup.PlanCRDs).
+// planCRDs returns the CRDs the steps of the InstallPlans of the CSV's namespace show OLM applied
+// for the CSV (cleanup.PlanCRDs).
 func (r *Reconciler) planCRDs(ctx context.Context, csv *v1alpha1.ClusterServiceVersion) (map[string]bool, error) {
 	crds := map[string]bool{}
+	return crds, r.eachPlan(ctx, csv.Namespace, func(ip *v1alpha1.InstallPlan) { cleanup.PlanCRDs(ip, csv.Name, crds) })
+}
+
+// eachPlan reads the InstallPlans of ns live, a page at a time, and hands each to f.
+func (r *Reconciler) eachPlan(ctx context.Context, ns string, f func(*v1alpha1.InstallPlan)) error {
 	cont := ""
 	for {
 		plans := &v1alpha1.InstallPlanList{}
-		if err := r.Reader.List(ctx, plans, client.InNamespace(csv.Namespace), client.Limit(planPageSize), client.Continue(cont)); err != nil {
-			return nil, fmt.Errorf("listing InstallPlans in %s: %w", csv.Namespace, err)
+		if err := r.Reader.List(ctx, plans, client.InNamespace(ns), client.Limit(planPageSize), client.Continue(cont)); err != nil {
+			return fmt.Errorf("listing InstallPlans in %s: %w", ns, err)
 		}
 		for i := range plans.Items {
-			cleanup.PlanCRDs(&plans.Items[i], csv.Name, crds)
+			f(&plans.Items[i])
 		}
 		if cont = plans.Continue; cont == "" {
-			return crds, nil
+			return nil
 		}
 	}
+}
+
+// deletePlannedBundleRBAC deletes the bundle-manifest ClusterRoles and bindings that the plans
+// of the CSV's namespace show OLM applied for it and never labelled olm.owner (cleanup.
+// PlanBundleRBAC, OwnedByPlanStep). Once the plans are gone (garbage-collected with a
+// Subscription deleted first) such an object is kept: docs/cleanup.md, "Known limits".
+func (r *Reconciler) deletePlannedBundleRBAC(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, self cleanup.CSVRef, users cleanup.Users) (int, error) {
+	planned := map[cleanup.StepObject]bool{}
+	if err := r.eachPlan(ctx, csv.Namespace, func(ip *v1alpha1.InstallPlan) { cleanup.PlanBundleRBAC(ip, csv.Name, planned) }); err != nil {
+		return 0, err
+	}
+	deleted := 0
+	for _, so := range slices.SortedFunc(maps.Keys(planned), func(a, b cleanup.StepObject) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	}) {
+		// A List by name: the controller's role may list these kinds, not get them.
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(rbacv1.SchemeGroupVersion.WithKind(so.Kind + "List"))
+		if err := r.Reader.List(ctx, list, client.MatchingFields{"metadata.name": so.Name}); err != nil {
+			return deleted, fmt.Errorf("reading %s %s: %w", so.Kind, so.Name, err)
+		}
+		if len(list.Items) != 1 {
+			continue
+		}
+		o := &list.Items[0]
+		o.SetGroupVersionKind(rbacv1.SchemeGroupVersion.WithKind(so.Kind))
+		if !cleanup.OwnedByPlanStep(cleanup.Object{Kind: so.Kind, Name: o.Name, UID: o.UID, Labels: o.Labels}, self, users) {
+			continue
+		}
+		ok, err := r.deleteExact(ctx, o)
+		if err != nil {
+			return deleted, err
+		}
+		if ok {
+			deleted++
+		}
+	}
+	return deleted, nil
 }
 
 func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
