@@ -222,6 +222,9 @@ func (d *demo) realF3(ctx context.Context, c *cluster.Cluster, pkg realolm.Packa
 	res := "bundled ClusterRole deleted"
 	if u.RoleLeft {
 		res = "bundled ClusterRole left"
+		if !u.RoleLabelled {
+			res += " (OLM never labelled it olm.owner, #2985: see docs/cleanup.md, Known limits)"
+		}
 	}
 	if u.OperandLeft {
 		res += ", operand kept"

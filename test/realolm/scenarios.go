@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/pkg/olm"
 	olmv1 "github.com/olmguard/olmguard/pkg/olm/v1"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/olmguard"
@@ -327,9 +328,16 @@ func Missing(results []F1Result) []F1Result {
 
 // Uninstalled is what an uninstall of a settled operator left.
 type Uninstalled struct {
-	NS          string
-	RoleLeft    bool // the bundle's ClusterRole, as OLM created it for this install
-	OperandLeft bool // the Widget the user created
+	NS       string
+	RoleLeft bool // the bundle's ClusterRole, as OLM created it for this install
+	// RoleLabelled: when the CSV was deleted, the bundle's ClusterRole carried olm.owner=<CSV>,
+	// the only mark OLM writes on it. OLM creates it labelled olm.managed alone and adds
+	// olm.owner only when it applies the plan step again, which it does when its first status
+	// write of the plan was lost to a conflict (catalog StepEnsurer.EnsureClusterRole; OLM
+	// #2985). Without the label nothing OLM wrote ties the role to the CSV once its plans are
+	// gone, and olmguard keeps it (docs/cleanup.md, "Known limits").
+	RoleLabelled bool
+	OperandLeft  bool // the Widget the user created
 	// RoleCreatedAgain is a ClusterRole of the bundle's name that OLM created after the uninstall
 	// began: a plan step it was still executing from its cache (docs/cleanup.md, "Uninstall
 	// during an install"). Such a role is labelled olm.managed alone, so nothing says whose it
@@ -337,6 +345,19 @@ type Uninstalled struct {
 	RoleCreatedAgain bool
 	// Recreated counts the CSVs OLM created again after the uninstall, each deleted again.
 	Recreated int
+}
+
+// RoleLeftLabelled reports the failure olmguard fixes: the bundle's ClusterRole, labelled
+// olm.owner=<CSV> by OLM, outlived the uninstall.
+func (u Uninstalled) RoleLeftLabelled() bool { return u.RoleLeft && u.RoleLabelled }
+
+// UnlabelledRole is "" when OLM labelled the bundle's ClusterRole olm.owner, else what that
+// means for its cleanup.
+func (u Uninstalled) UnlabelledRole() string {
+	if u.RoleLabelled {
+		return ""
+	}
+	return "OLM applied the bundled ClusterRole once and never labelled it olm.owner (OLM #2985): nothing OLM wrote ties it to the CSV once its plans are gone"
 }
 
 // Uninstall installs pkg in a fresh namespace, creates one operand, waits until the install has
@@ -385,6 +406,11 @@ func Uninstall(ctx context.Context, c client.Client, pkg Package, prefix string)
 	if err := PlansGone(ctx, c, ns); err != nil {
 		return out, err
 	}
+	// The plans are gone: OLM applies none of their steps again, so the role's labels are final.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(role), role); err != nil {
+		return out, fmt.Errorf("the bundled ClusterRole before the CSV's deletion: %w", err)
+	}
+	out.RoleLabelled = role.Labels[olm.OwnerLabel] == csv.Name
 	if out.Recreated, err = DeleteCSV(ctx, c, csv); err != nil {
 		return out, err
 	}
