@@ -22,8 +22,8 @@ func TestF3Uninstall(t *testing.T) {
 	declare(t, "F3: cleanup after uninstall", true)
 	c, o := realOLM(t)
 	stock := must(realolm.Uninstall(context.Background(), c.Client, realolm.Gamma, "f3-stock"))(t)
-	t.Logf("stock OLM %s: bundled ClusterRole left after uninstall: %v; operand left: %v; CSVs OLM created again: %d; ClusterRole OLM created again: %v",
-		o.Version, stock.RoleLeft, stock.OperandLeft, stock.Recreated, stock.RoleCreatedAgain)
+	t.Logf("stock OLM %s: bundled ClusterRole left after uninstall: %v (labelled olm.owner by OLM: %v); operand left: %v; CSVs OLM created again: %d; ClusterRole OLM created again: %v",
+		o.Version, stock.RoleLeft, stock.RoleLabelled, stock.OperandLeft, stock.Recreated, stock.RoleCreatedAgain)
 
 	if err := c.CreateNamespace(context.Background(), olmguard.DefaultNamespace); err != nil {
 		t.Fatal(err)
@@ -31,8 +31,8 @@ func TestF3Uninstall(t *testing.T) {
 	procs.RunWebhook(t, c.Kubeconfig, c.Client)
 	procs.RunController(t, c.Kubeconfig)
 	guarded := must(realolm.Uninstall(context.Background(), c.Client, realolm.Delta, "f3-olmguard"))(t)
-	t.Logf("with olmguard: CSVs OLM created again after the uninstall: %d; ClusterRole OLM created again (a late plan step, labelled olm.managed alone): %v",
-		guarded.Recreated, guarded.RoleCreatedAgain)
+	t.Logf("with olmguard: bundled ClusterRole labelled olm.owner by OLM: %v; CSVs OLM created again after the uninstall: %d; ClusterRole OLM created again (a late plan step, labelled olm.managed alone): %v",
+		guarded.RoleLabelled, guarded.Recreated, guarded.RoleCreatedAgain)
 	// OLM labels the bundled ClusterRole olm.owner only when it applies the plan step a second
 	// time (its first status write of the plan lost to a conflict): without that label nothing
 	// OLM wrote ties the role to the CSV, and olmguard keeps it (docs/cleanup.md, "Known limits").
