@@ -349,12 +349,8 @@ func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.Clu
 				continue
 			}
 			o.SetGroupVersionKind(gvk)
-			ok, err := r.deleteExact(ctx, o)
-			if err != nil {
+			if err := r.deleteExact(ctx, o, &deleted); err != nil {
 				return deleted, err
-			}
-			if ok {
-				deleted++
 			}
 		}
 	}
@@ -374,25 +370,24 @@ func (r *Reconciler) deleteClusterObjects(ctx context.Context, csv *v1alpha1.Clu
 		if !cleanup.AuthReaderDeletable(svc, subjects, self, users, csv, sameNamespace) {
 			continue
 		}
-		ok, err := r.deleteExact(ctx, rb)
-		if err != nil {
+		if err := r.deleteExact(ctx, rb, &deleted); err != nil {
 			return deleted, err
-		}
-		if ok {
-			deleted++
 		}
 	}
 	return deleted, nil
 }
 
-// deleteExact deletes exactly the object that was read (UID precondition); it reports whether it
-// deleted something.
-func (r *Reconciler) deleteExact(ctx context.Context, o client.Object) (bool, error) {
-	deleted, err := write.DeleteExact(ctx, r.Client, o)
+// deleteExact deletes exactly the object that was read (UID precondition), and counts it in
+// deleted when it deleted something.
+func (r *Reconciler) deleteExact(ctx context.Context, o client.Object, deleted *int) error {
+	ok, err := write.DeleteExact(ctx, r.Client, o)
 	if err != nil {
-		return false, fmt.Errorf("deleting %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		return fmt.Errorf("deleting %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
 	}
-	return deleted, nil
+	if ok {
+		*deleted++
+	}
+	return nil
 }
 
 // deleteOperands deletes the custom resources of the CRDs the CSV alone owns and OLM installed for
@@ -444,12 +439,8 @@ func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterSe
 				u.SetNamespace(o.Namespace)
 				u.SetName(o.Name)
 				u.SetUID(o.UID)
-				ok, err := r.deleteExact(ctx, u)
-				if err != nil {
+				if err := r.deleteExact(ctx, u, &deleted); err != nil {
 					return 0, 0, err
-				}
-				if ok {
-					deleted++
 				}
 			}
 		}
@@ -512,12 +503,8 @@ func (r *Reconciler) deletePlannedBundleRBAC(ctx context.Context, csv *v1alpha1.
 		if !cleanup.OwnedByPlanStep(cleanup.Object{Kind: so.Kind, Name: o.Name, UID: o.UID, Labels: o.Labels}, self, users) {
 			continue
 		}
-		ok, err := r.deleteExact(ctx, o)
-		if err != nil {
+		if err := r.deleteExact(ctx, o, &deleted); err != nil {
 			return deleted, err
-		}
-		if ok {
-			deleted++
 		}
 	}
 	return deleted, nil
