@@ -3,6 +3,7 @@ package olmsim
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,14 +105,18 @@ func withoutTimes(st v1alpha1.SubscriptionStatus) v1alpha1.SubscriptionStatus {
 // (NotifyOnInstallPlan). There is no periodic resync, so a Subscription that is not notified
 // stays stale, as in OLM between its long resyncs.
 func (s *Sim) RunSubscriptionSyncer(ctx context.Context, ns string) {
-	go s.watchLoop(ctx, &v1alpha1.SubscriptionList{}, ns, func(obj client.Object) {
-		_ = s.SyncSubscriptionStatus(ctx, ns, obj.GetName())
+	var wg sync.WaitGroup // returns once both loops have, so that a caller can stop OLM for good
+	wg.Go(func() {
+		s.watchLoop(ctx, &v1alpha1.SubscriptionList{}, ns, func(obj client.Object) {
+			_ = s.SyncSubscriptionStatus(ctx, ns, obj.GetName())
+		})
 	})
 	s.watchLoop(ctx, &v1alpha1.InstallPlanList{}, ns, func(obj client.Object) {
 		if ip, ok := obj.(*v1alpha1.InstallPlan); ok {
 			_ = s.NotifyOnInstallPlan(ctx, ip)
 		}
 	})
+	wg.Wait()
 }
 
 // watchLoop calls handle for every object event of list in ns, re-opening the watch when the
