@@ -239,13 +239,6 @@ const rbacGroup = "rbac.authorization.k8s.io"
 // owner label: one labelled olm.owner goes by Owned, whoever it names), and no other CSV of the
 // package still uses it (Users.StillUsed, as for any object a package shares).
 func OwnedByPlanStep(o Object, self CSVRef, users Users) bool {
-	if (o.Kind != "ClusterRole" && o.Kind != "ClusterRoleBinding") || o.Labels[olm.ManagedLabel] != olm.ManagedLabelValue {
-		return false
-	}
-	for _, l := range []string{olm.OwnerLabel, olm.OwnerNamespaceLabel, olm.OwnerKindLabel} {
-		if _, ok := o.Labels[l]; ok {
-			return false
-		}
-	}
-	return !users.StillUsed(self.Name, &self)
+	_, labelled := o.Labels[olm.OwnerLabel]
+	return bundleManifestRBAC(o) && !labelled && o.Labels[olm.ManagedLabel] == olm.ManagedLabelValue && !users.StillUsed(self.Name, &self)
 }

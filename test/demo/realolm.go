@@ -223,7 +223,7 @@ func (d *demo) realF3(ctx context.Context, c *cluster.Cluster, pkg realolm.Packa
 	if u.RoleLeft {
 		res = "bundled ClusterRole left"
 		if !u.RoleLabelled {
-			res += " (OLM never labelled it olm.owner, #2985: see docs/cleanup.md, Known limits)"
+			res += " (OLM never labelled it olm.owner, #2985: see docs/cleanup.md, A bundled ClusterRole OLM applied once)"
 		}
 	}
 	if u.OperandLeft {

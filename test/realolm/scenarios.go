@@ -335,7 +335,7 @@ type Uninstalled struct {
 	// olm.owner only when it applies the plan step again, which it does when its first status
 	// write of the plan was lost to a conflict (catalog StepEnsurer.EnsureClusterRole; OLM
 	// #2985). Without the label nothing OLM wrote ties the role to the CSV once its plans are
-	// gone, and olmguard keeps it (docs/cleanup.md, "Known limits").
+	// gone, and olmguard keeps it (docs/cleanup.md, "A bundled ClusterRole OLM applied once").
 	RoleLabelled bool
 	OperandLeft  bool // the Widget the user created
 	// RoleCreatedAgain is a ClusterRole of the bundle's name that OLM created after the uninstall
@@ -407,10 +407,11 @@ func Uninstall(ctx context.Context, c client.Client, pkg Package, prefix string)
 		return out, err
 	}
 	// The plans are gone: OLM applies none of their steps again, so the role's labels are final.
-	if err := c.Get(ctx, client.ObjectKeyFromObject(role), role); err != nil {
+	before := &rbacv1.ClusterRole{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(role), before); err != nil {
 		return out, fmt.Errorf("the bundled ClusterRole before the CSV's deletion: %w", err)
 	}
-	out.RoleLabelled = role.Labels[olm.OwnerLabel] == csv.Name
+	out.RoleLabelled = before.Labels[olm.OwnerLabel] == csv.Name
 	if out.Recreated, err = DeleteCSV(ctx, c, csv); err != nil {
 		return out, err
 	}

@@ -251,7 +251,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, csv *v1alpha1.ClusterS
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	planned, err := r.deletePlannedBundleRBAC(ctx, csv, self, users)
+	fromPlans, err := r.readPlans(ctx, csv)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	planned, err := r.deletePlannedBundleRBAC(ctx, fromPlans.rbac, self, users)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -262,7 +266,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, csv *v1alpha1.ClusterS
 		metrics.CleanupDeletions.WithLabelValues("cluster").Add(float64(n))
 	}
 	if cleanup.DeleteOperands(kind, csv, r.OperandCleanup) {
-		remaining, deleted, err := r.deleteOperands(ctx, csv, others)
+		remaining, deleted, err := r.deleteOperands(ctx, csv, others, fromPlans.crds)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -391,14 +395,14 @@ func (r *Reconciler) deleteExact(ctx context.Context, o client.Object, deleted *
 }
 
 // deleteOperands deletes the custom resources of the CRDs the CSV alone owns and OLM installed for
-// it (cleanup.OLMInstalledCRD), in the namespaces its OperatorGroup targets. It returns how many
-// still exist and how many it asked to delete.
-func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion) (remaining, deleted int, err error) {
+// it (cleanup.OLMInstalledCRD, with fromPlans the CRDs its plans show: readPlans), in the
+// namespaces its OperatorGroup targets. It returns how many still exist and how many it asked to
+// delete.
+func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, others []v1alpha1.ClusterServiceVersion, fromPlans map[string]bool) (remaining, deleted int, err error) {
 	targets, err := r.targetNamespaces(ctx, csv.Namespace)
 	if err != nil || len(targets) == 0 {
 		return 0, 0, err
 	}
-	var fromPlans map[string]bool // read once, and only when a CRD lacks OLM's annotation
 	for _, d := range cleanup.OperandCRDs(csv, others) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := r.Reader.Get(ctx, types.NamespacedName{Name: d.Name}, crd); err != nil {
@@ -406,11 +410,6 @@ func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterSe
 				continue
 			}
 			return 0, 0, err
-		}
-		if fromPlans == nil && !cleanup.OLMInstalledCRD(crd.Name, crd.Annotations, csv.Namespace, csv.Name, nil) {
-			if fromPlans, err = r.planCRDs(ctx, csv); err != nil {
-				return 0, 0, err
-			}
 		}
 		if !cleanup.OLMInstalledCRD(crd.Name, crd.Annotations, csv.Namespace, csv.Name, fromPlans) {
 			ctrl.LoggerFrom(ctx).Info("operands kept: OLM did not install their CRD for this CSV", "crd", crd.Name)
@@ -452,39 +451,39 @@ func (r *Reconciler) deleteOperands(ctx context.Context, csv *v1alpha1.ClusterSe
 // manifests in its steps.
 const planPageSize = 5
 
-// planCRDs returns the CRDs the steps of the InstallPlans of the CSV's namespace show OLM applied
-// for the CSV (cleanup.PlanCRDs).
-func (r *Reconciler) planCRDs(ctx context.Context, csv *v1alpha1.ClusterServiceVersion) (map[string]bool, error) {
-	crds := map[string]bool{}
-	return crds, r.eachPlan(ctx, csv.Namespace, func(ip *v1alpha1.InstallPlan) { cleanup.PlanCRDs(ip, csv.Name, crds) })
+// planEvidence is what the steps of the InstallPlans of a CSV's namespace show OLM applied for
+// the CSV: CRDs (cleanup.PlanCRDs) and bundle-manifest RBAC (cleanup.PlanBundleRBAC).
+type planEvidence struct {
+	crds map[string]bool
+	rbac map[cleanup.StepObject]bool
 }
 
-// eachPlan reads the InstallPlans of ns live, a page at a time, and hands each to f.
-func (r *Reconciler) eachPlan(ctx context.Context, ns string, f func(*v1alpha1.InstallPlan)) error {
+// readPlans reads the InstallPlans of the CSV's namespace live, a page at a time, once per
+// cleanup pass, for both the cluster objects and the operands.
+func (r *Reconciler) readPlans(ctx context.Context, csv *v1alpha1.ClusterServiceVersion) (planEvidence, error) {
+	ev := planEvidence{crds: map[string]bool{}, rbac: map[cleanup.StepObject]bool{}}
 	cont := ""
 	for {
 		plans := &v1alpha1.InstallPlanList{}
-		if err := r.Reader.List(ctx, plans, client.InNamespace(ns), client.Limit(planPageSize), client.Continue(cont)); err != nil {
-			return fmt.Errorf("listing InstallPlans in %s: %w", ns, err)
+		if err := r.Reader.List(ctx, plans, client.InNamespace(csv.Namespace), client.Limit(planPageSize), client.Continue(cont)); err != nil {
+			return ev, fmt.Errorf("listing InstallPlans in %s: %w", csv.Namespace, err)
 		}
 		for i := range plans.Items {
-			f(&plans.Items[i])
+			cleanup.PlanCRDs(&plans.Items[i], csv.Name, ev.crds)
+			cleanup.PlanBundleRBAC(&plans.Items[i], csv.Name, ev.rbac)
 		}
 		if cont = plans.Continue; cont == "" {
-			return nil
+			return ev, nil
 		}
 	}
 }
 
 // deletePlannedBundleRBAC deletes the bundle-manifest ClusterRoles and bindings that the plans
-// of the CSV's namespace show OLM applied for it and never labelled olm.owner (cleanup.
-// PlanBundleRBAC, OwnedByPlanStep). Once the plans are gone (garbage-collected with a
-// Subscription deleted first) such an object is kept: docs/cleanup.md, "Known limits".
-func (r *Reconciler) deletePlannedBundleRBAC(ctx context.Context, csv *v1alpha1.ClusterServiceVersion, self cleanup.CSVRef, users cleanup.Users) (int, error) {
-	planned := map[cleanup.StepObject]bool{}
-	if err := r.eachPlan(ctx, csv.Namespace, func(ip *v1alpha1.InstallPlan) { cleanup.PlanBundleRBAC(ip, csv.Name, planned) }); err != nil {
-		return 0, err
-	}
+// of the CSV's namespace show OLM applied for it (planned, readPlans) and never labelled
+// olm.owner (cleanup.OwnedByPlanStep). Once the plans are gone (garbage-collected with a
+// Subscription deleted first) such an object is kept: docs/cleanup.md, "A bundled ClusterRole OLM
+// applied once".
+func (r *Reconciler) deletePlannedBundleRBAC(ctx context.Context, planned map[cleanup.StepObject]bool, self cleanup.CSVRef, users cleanup.Users) (int, error) {
 	deleted := 0
 	for _, so := range slices.SortedFunc(maps.Keys(planned), func(a, b cleanup.StepObject) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))

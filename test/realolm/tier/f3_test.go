@@ -35,7 +35,7 @@ func TestF3Uninstall(t *testing.T) {
 		guarded.RoleLabelled, guarded.Recreated, guarded.RoleCreatedAgain)
 	// OLM labels the bundled ClusterRole olm.owner only when it applies the plan step a second
 	// time (its first status write of the plan lost to a conflict): without that label nothing
-	// OLM wrote ties the role to the CSV, and olmguard keeps it (docs/cleanup.md, "Known limits").
+	// OLM wrote ties the role to the CSV, and olmguard keeps it (docs/cleanup.md, "A bundled ClusterRole OLM applied once").
 	if why := guarded.UnlabelledRole(); why != "" {
 		t.Logf("with olmguard: %s; left: %v", why, guarded.RoleLeft)
 	}
