@@ -104,7 +104,9 @@ func TestLoadTellsLookupTimeoutsFromUnansweredAdmissions(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var l *Load
+			started := make(chan struct{}) // l is assigned only once Start returns
 			l = Start(ctx, func(ctx context.Context, i int64) (string, bool, error) {
+				<-started
 				if i >= 4 {
 					l.stopping.Store(true) // four admissions, one worker: a fixed sequence
 				}
@@ -114,6 +116,7 @@ func TestLoadTellsLookupTimeoutsFromUnansweredAdmissions(t *testing.T) {
 				}
 				return "ConfigMap", tc.mutated(i), nil
 			}, 1)
+			close(started)
 			l.wg.Wait() // the worker stops itself after the fourth
 			l.Stop()
 			r := &recorder{TB: t}
