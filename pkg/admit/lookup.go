@@ -233,10 +233,13 @@ func (l LiveSubscriptions) listThroughCache(ctx context.Context, namespace strin
 }
 
 // Live reads the metadata of each named Subscription with a consistent GET, at most MaxGets of
-// them (DefaultMaxSubscriptionGets when zero).
+// them (DefaultMaxSubscriptionGets when zero). More names than that are looked up in the
+// namespace's metadata, listed a page at a time (List, bounded the same way): an update that
+// drops every owner of a plan owned by a namespace's hundreds of Subscriptions must still be
+// decided, not let through as too many to read (seen in the hostile tier's flood: 202 owners).
 func (l LiveSubscriptions) Live(ctx context.Context, namespace string, names []string) (map[string]types.UID, error) {
 	if maxGets := orDefaultInt(l.MaxGets, DefaultMaxSubscriptionGets); len(names) > maxGets {
-		return nil, fmt.Errorf("%w: %d Subscriptions named, more than the %d read one by one", ErrCapped, len(names), maxGets)
+		return l.liveFromList(ctx, namespace, names)
 	}
 	ctx, cancel := context.WithTimeout(ctx, orDefault(l.Timeout))
 	defer cancel()
@@ -257,6 +260,25 @@ func (l LiveSubscriptions) Live(ctx context.Context, namespace string, names []s
 		}
 	}
 	metrics.SubscriptionReads.WithLabelValues(l.Webhook, ReadConsistent).Inc()
+	return live, nil
+}
+
+// liveFromList is Live from the namespace's metadata list.
+func (l LiveSubscriptions) liveFromList(ctx context.Context, namespace string, names []string) (map[string]types.UID, error) {
+	listed, err := l.List(ctx, namespace, true)
+	if err != nil {
+		return nil, err
+	}
+	named := make(map[string]bool, len(names))
+	for _, n := range names {
+		named[n] = true
+	}
+	live := map[string]types.UID{}
+	for i := range listed {
+		if s := &listed[i]; named[s.Name] && s.DeletionTimestamp == nil {
+			live[s.Name] = s.UID
+		}
+	}
 	return live, nil
 }
 

@@ -211,16 +211,27 @@ func ByOLMServiceAccount() []admissionregistrationv1.MatchCondition {
 // finalizer off: OLM never finalizes nor relabels a copy, so such an update comes from someone
 // who labelled a guarded CSV as a copy to drop its cleanup (issue 31 item 7). An object selector
 // on the label could not tell the two apart: once both objects carry it, nothing is sent.
+//
+// It also sends a CSV labelled olm.copiedFrom that holds the finalizer without the label
+// olmguard.io/cleanup-tracked, being deleted or not: the controller caches such a CSV only by that
+// label (its cache leaves OLM's copies out, issue 32). One condition, since the apiserver ANDs a
+// webhook's conditions.
 func WithoutCleanupFinalizer() []admissionregistrationv1.MatchCondition {
 	finalizer, annotation := celString(olmguard.CleanupFinalizer), celString(olmguard.CleanupAnnotation)
-	copied := celString(olm.CopiedFromLabel)
-	return []admissionregistrationv1.MatchCondition{
-		{Name: "not-a-copy", Expression: "!has(object.metadata.labels) || !(" + copied + " in object.metadata.labels) || " +
-			"(oldObject != null && has(oldObject.metadata.finalizers) && " + finalizer + " in oldObject.metadata.finalizers)"},
-		{Name: "not-being-deleted", Expression: "!has(object.metadata.deletionTimestamp)"},
-		{Name: "no-cleanup-finalizer", Expression: "!has(object.metadata.finalizers) || !(" + finalizer + " in object.metadata.finalizers)"},
-		{Name: "cleanup-not-disabled", Expression: "!has(object.metadata.annotations) || !(" + annotation + " in object.metadata.annotations) || object.metadata.annotations[" + annotation + "] != " + celString(olmguard.CleanupDisabled)},
+	copied, tracked := celString(olm.CopiedFromLabel), celString(olmguard.CleanupTrackedLabel)
+	labelled := "has(object.metadata.labels) && " + copied + " in object.metadata.labels"
+	finalized := "has(object.metadata.finalizers) && " + finalizer + " in object.metadata.finalizers"
+	needsFinalizer := []string{
+		"(!(" + labelled + ") || (oldObject != null && has(oldObject.metadata.finalizers) && " + finalizer + " in oldObject.metadata.finalizers))",
+		"!has(object.metadata.deletionTimestamp)",
+		"!(" + finalized + ")",
+		"(!has(object.metadata.annotations) || !(" + annotation + " in object.metadata.annotations) || object.metadata.annotations[" + annotation + "] != " + celString(olmguard.CleanupDisabled) + ")",
 	}
+	needsTracking := labelled + " && " + finalized + " && !(" + tracked + " in object.metadata.labels)"
+	return []admissionregistrationv1.MatchCondition{{
+		Name:       "finalizer-or-tracking-label-missing",
+		Expression: "(" + strings.Join(needsFinalizer, " && ") + ") || (" + needsTracking + ")",
+	}}
 }
 
 // CleanupFinalizerRemoved sends only updates that remove olmguard's finalizer.
