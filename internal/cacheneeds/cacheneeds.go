@@ -37,6 +37,10 @@ type Kind struct {
 	// Label and Field select the objects cached (nil: all).
 	Label labels.Selector
 	Field fields.Selector
+	// Also selects more objects of the kind, cached beside Label's by an informer of its own and
+	// read with them as one set (internal/unioncache): a label selector cannot say "Label, or
+	// Also". It must select none of the objects Label selects.
+	Also labels.Selector
 	// Labels and Annotations are the keys the reconciler reads; every other key is dropped before
 	// an object enters the cache. A key ending in "/" keeps every key with that prefix.
 	Labels, Annotations []string
@@ -61,11 +65,18 @@ type Declared struct {
 	Needs      Needs
 }
 
+// Merged is what the manager's cache is built from: per kind, its options, and for the kinds
+// declared with Also, the options of the second selection.
+type Merged struct {
+	ByObject map[client.Object]cache.ByObject
+	Also     map[client.Object]cache.ByObject
+}
+
 // merged is one kind's merged declaration and who made each part of it.
 type merged struct {
 	obj                     client.Object
-	label, field            string
-	labelSel                labels.Selector
+	label, field, also      string
+	labelSel, alsoSel       labels.Selector
 	fieldSel                fields.Selector
 	selectorBy              string
 	fields                  Fields
@@ -75,33 +86,33 @@ type merged struct {
 
 // Merge merges the declarations into the cache's per-kind options. It fails, naming both
 // reconcilers, when two declare one kind with other selectors or other field sets.
-func Merge(scheme *runtime.Scheme, decls []Declared) (map[client.Object]cache.ByObject, error) {
+func Merge(scheme *runtime.Scheme, decls []Declared) (Merged, error) {
 	byGVK := map[schema.GroupVersionKind]*merged{}
 	var order []schema.GroupVersionKind
 	for _, d := range decls {
 		for _, k := range d.Needs {
 			gvk, err := apiutil.GVKForObject(k.Object, scheme)
 			if err != nil {
-				return nil, fmt.Errorf("cache needs of reconciler %q: %w", d.Reconciler, err)
+				return Merged{}, fmt.Errorf("cache needs of reconciler %q: %w", d.Reconciler, err)
 			}
-			label, field := selectorString(k.Label), selectorString(k.Field)
+			label, field, also := selectorString(k.Label), selectorString(k.Field), selectorString(k.Also)
 			m, ok := byGVK[gvk]
 			if !ok {
-				m = &merged{obj: k.Object, label: label, field: field, labelSel: k.Label, fieldSel: k.Field, selectorBy: d.Reconciler,
-					fields: k.Fields, fieldsBy: d.Reconciler, labelKeys: map[string]bool{}, annotationKs: map[string]bool{}}
+				m = &merged{obj: k.Object, label: label, field: field, also: also, labelSel: k.Label, fieldSel: k.Field, alsoSel: k.Also,
+					selectorBy: d.Reconciler, fields: k.Fields, fieldsBy: d.Reconciler, labelKeys: map[string]bool{}, annotationKs: map[string]bool{}}
 				byGVK[gvk] = m
 				order = append(order, gvk)
 			} else {
-				if label != m.label || field != m.field {
-					return nil, fmt.Errorf("conflicting cache needs for %s: reconciler %q selects %s, reconciler %q selects %s; one informer serves a kind, so both must select the same objects",
-						gvk.Kind, m.selectorBy, describeSelectors(m.label, m.field), d.Reconciler, describeSelectors(label, field))
+				if label != m.label || field != m.field || also != m.also {
+					return Merged{}, fmt.Errorf("conflicting cache needs for %s: reconciler %q selects %s, reconciler %q selects %s; one informer serves a kind, so both must select the same objects",
+						gvk.Kind, m.selectorBy, describeSelectors(m.label, m.field, m.also), d.Reconciler, describeSelectors(label, field, also))
 				}
 				switch {
 				case k.Fields.Name == "" || k.Fields.Name == m.fields.Name:
 				case m.fields.Name == "":
 					m.fields, m.fieldsBy = k.Fields, d.Reconciler
 				default:
-					return nil, fmt.Errorf("conflicting cache needs for %s: reconciler %q reads the fields %q, reconciler %q the fields %q; declare one field set both read",
+					return Merged{}, fmt.Errorf("conflicting cache needs for %s: reconciler %q reads the fields %q, reconciler %q the fields %q; declare one field set both read",
 						gvk.Kind, m.fieldsBy, m.fields.Name, d.Reconciler, k.Fields.Name)
 				}
 			}
@@ -113,14 +124,18 @@ func Merge(scheme *runtime.Scheme, decls []Declared) (map[client.Object]cache.By
 			}
 		}
 	}
-	out := make(map[client.Object]cache.ByObject, len(byGVK))
+	out := Merged{ByObject: make(map[client.Object]cache.ByObject, len(byGVK)), Also: map[client.Object]cache.ByObject{}}
 	for _, gvk := range order {
 		m := byGVK[gvk]
 		trim := m.fields.Trim
 		if m.fields.Name == "" {
 			trim = MetadataOnly
 		}
-		out[m.obj] = cache.ByObject{Label: m.labelSel, Field: m.fieldSel, Transform: Transform(keys(m.labelKeys), keys(m.annotationKs), trim)}
+		transform := Transform(keys(m.labelKeys), keys(m.annotationKs), trim)
+		out.ByObject[m.obj] = cache.ByObject{Label: m.labelSel, Field: m.fieldSel, Transform: transform}
+		if m.also != "" {
+			out.Also[m.obj] = cache.ByObject{Label: m.alsoSel, Field: m.fieldSel, Transform: transform}
+		}
 	}
 	return out, nil
 }
@@ -254,10 +269,13 @@ func selectorString[S stringer](s S) string {
 	return s.String()
 }
 
-func describeSelectors(label, field string) string {
+func describeSelectors(label, field, also string) string {
 	var parts []string
 	if label != "" {
 		parts = append(parts, "labels "+strconvQuote(label))
+	}
+	if also != "" {
+		parts = append(parts, "also labels "+strconvQuote(also))
 	}
 	if field != "" {
 		parts = append(parts, "fields "+strconvQuote(field))

@@ -1,7 +1,9 @@
 package cacheneeds_test
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/internal/cacheneeds"
@@ -50,6 +53,9 @@ func TestMergeRefusesConflicts(t *testing.T) {
 		{"metadata only within a field set", cacheneeds.Kind{Object: &corev1.Pod{}, Fields: keepAll}, cacheneeds.Kind{Object: &corev1.Pod{}}, nil},
 		{"the same selector twice", cacheneeds.Kind{Object: &corev1.Pod{}, Label: catalog}, cacheneeds.Kind{Object: &corev1.Pod{}, Label: labels.SelectorFromSet(labels.Set{"olm.catalogSource": "x"})}, nil},
 		{"other kinds", cacheneeds.Kind{Object: &corev1.Pod{}, Label: catalog}, cacheneeds.Kind{Object: &corev1.Node{}, Label: other}, nil},
+		{"a second selection and none", cacheneeds.Kind{Object: &corev1.Pod{}, Label: catalog, Also: other}, cacheneeds.Kind{Object: &corev1.Pod{}, Label: catalog},
+			[]string{`"first"`, `"second"`, "also labels", "app=y"}},
+		{"the same second selection twice", cacheneeds.Kind{Object: &corev1.Pod{}, Label: catalog, Also: other}, cacheneeds.Kind{Object: &corev1.Pod{}, Label: catalog, Also: other}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := cacheneeds.Merge(scheme(t), []cacheneeds.Declared{{Reconciler: "first", Needs: cacheneeds.Needs{tc.a}}, {Reconciler: "second", Needs: cacheneeds.Needs{tc.b}}})
@@ -77,17 +83,24 @@ func TestMergedTransform(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"zone": "a", "role": "b", "prefix.io/x": "c"},
 		Annotations: map[string]string{"big": "x", "read": "y"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
 		Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}}
-	byObject, err := cacheneeds.Merge(scheme(t), []cacheneeds.Declared{
-		{Reconciler: "a", Needs: cacheneeds.Needs{{Object: &corev1.Node{}, Labels: []string{"zone"}}}},
-		{Reconciler: "b", Needs: cacheneeds.Needs{{Object: &corev1.Node{}, Labels: []string{"prefix.io/"}, Annotations: []string{"read"}}}},
+	also := labels.SelectorFromSet(labels.Set{"role": "b"})
+	merged, err := cacheneeds.Merge(scheme(t), []cacheneeds.Declared{
+		{Reconciler: "a", Needs: cacheneeds.Needs{{Object: &corev1.Node{}, Labels: []string{"zone"}, Also: also}}},
+		{Reconciler: "b", Needs: cacheneeds.Needs{{Object: &corev1.Node{}, Labels: []string{"prefix.io/"}, Annotations: []string{"read"}, Also: also}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(byObject) != 1 {
-		t.Fatalf("%d kinds configured, want 1", len(byObject))
+	if len(merged.ByObject) != 1 || len(merged.Also) != 1 {
+		t.Fatalf("%d kinds configured, %d with a second selection: want 1 and 1", len(merged.ByObject), len(merged.Also))
 	}
-	for _, by := range byObject {
+	for _, by := range merged.Also {
+		if by.Label.String() != also.String() {
+			t.Errorf("second selection %q, want %q", by.Label, also)
+		}
+	}
+	// Both selections are trimmed alike.
+	for _, by := range []cache.ByObject{slices.Collect(maps.Values(merged.ByObject))[0], slices.Collect(maps.Values(merged.Also))[0]} {
 		out, err := by.Transform(node)
 		if err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package cleanup
 import (
 	"slices"
 	"strconv"
+	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 
@@ -62,6 +63,30 @@ func AddFinalizerPatch(finalizers []string, f string) []jsonpatch.Operation {
 		return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/finalizers", []string{f})}
 	}
 	return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/finalizers/-", f)}
+}
+
+// TrackPatch labels olmguard.io/cleanup-tracked a CSV labelled olm.copiedFrom that holds
+// olmguard's finalizer (finalized: before or by this write), unless it carries the label: the
+// controller's cache leaves out the CSVs labelled olm.copiedFrom but those (issue 32), and a
+// finalized CSV it cannot see would stay terminating when deleted.
+func TrackPatch(labels map[string]string, finalized bool) []jsonpatch.Operation {
+	if !NeedsTracking(labels, finalized) {
+		return nil
+	}
+	return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/labels/"+jsonPointerEscape(olmguard.CleanupTrackedLabel), "true")}
+}
+
+// NeedsTracking reports whether a CSV with labels, holding olmguard's finalizer or not, needs the
+// label olmguard.io/cleanup-tracked (TrackPatch).
+func NeedsTracking(labels map[string]string, finalized bool) bool {
+	_, copied := labels[olm.CopiedFromLabel]
+	_, tracked := labels[olmguard.CleanupTrackedLabel]
+	return finalized && copied && !tracked
+}
+
+// jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(key string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
 }
 
 // RemoveFinalizerPatch removes finalizer f, guarded by a test of its position so the patch fails,

@@ -19,6 +19,7 @@ import (
 	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/kubeapi"
 	"github.com/olmguard/olmguard/internal/pagedlist"
+	"github.com/olmguard/olmguard/internal/unioncache"
 	// Registers olmguard's metrics, so /metrics lists them before a reconciler records one.
 	_ "github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/metricsauth"
@@ -58,7 +59,7 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 	for _, s := range setups {
 		decls = append(decls, cacheneeds.Declared{Reconciler: s.Name, Needs: s.Cache})
 	}
-	byObject, err := cacheneeds.Merge(scheme, decls)
+	merged, err := cacheneeds.Merge(scheme, decls)
 	if err != nil {
 		return nil, err
 	}
@@ -76,8 +77,9 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 		// The process exits right after the manager stops, so the next leader need not wait for
 		// the Lease to expire.
 		LeaderElectionReleaseOnCancel: true,
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject,
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: merged.ByObject,
 			NewInformer: pagedlist.NewInformer(o.CacheListPageSize)},
+		NewCache: unioncache.NewCacheFunc(merged.Also),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,15 +50,27 @@ func (CSVHandler) decide(_ context.Context, r admit.Request[*csvBody]) (admissio
 		want = cleanup.WantsCleanupFinalizerOnUpdate(cleanup.CSVView{Namespace: m.Namespace, Labels: om.Labels, Annotations: om.Annotations,
 			Finalizers: om.Finalizers, Reason: om.Reason}, v)
 	}
-	if !want {
-		return admission.Allowed(""), nil
+	var ops []jsonpatch.Operation
+	if want {
+		ops = cleanup.AddFinalizerPatch(m.Finalizers, olmguard.CleanupFinalizer)
 	}
-	ops := cleanup.AddFinalizerPatch(m.Finalizers, olmguard.CleanupFinalizer)
+	finalizing := len(ops) > 0
+	// A finalized CSV labelled olm.copiedFrom is cached by the controller only with the tracking
+	// label (issue 32): put it on in the same write.
+	track := cleanup.TrackPatch(m.Labels, finalizing || cleanup.HasFinalizer(m.Finalizers))
+	ops = append(ops, track...)
 	if len(ops) == 0 {
 		return admission.Allowed(""), nil
 	}
 	metrics.Mutations.WithLabelValues(csvsWebhook).Inc()
-	return admission.Patched("added the olmguard.io/cleanup finalizer", ops...), nil
+	var did []string
+	if finalizing {
+		did = append(did, "added the "+olmguard.CleanupFinalizer+" finalizer")
+	}
+	if len(track) > 0 {
+		did = append(did, "labelled the CSV "+olmguard.CleanupTrackedLabel+" (it is labelled "+olm.CopiedFromLabel+" and holds the finalizer)")
+	}
+	return admission.Patched(strings.Join(did, "; "), ops...), nil
 }
 
 // csvMetaAndReason reads a CSV's metadata and status.reason, skipping everything else (icons,

@@ -3,6 +3,7 @@ package mutate
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,6 +110,60 @@ func TestCSVHandlerCopyMarksAddedInAnUpdate(t *testing.T) {
 				if got := patchtest.Finalizers(t, patchtest.Apply(t, tt.obj, r.Patches)); strings.Join(got, ",") != olmguard.CleanupFinalizer {
 					t.Fatalf("finalizers = %v", got)
 				}
+			}
+		})
+	}
+}
+
+// A CSV labelled olm.copiedFrom that holds olmguard's finalizer is labelled
+// olmguard.io/cleanup-tracked in the same write: the controller's cache leaves out CSVs labelled
+// olm.copiedFrom but those (issue 32), and a finalized CSV it cannot see would stay terminating
+// once deleted. Fails without TrackPatch: no such write is labelled.
+func TestCSVHandlerTracksFinalizedCSVsLabelledAsCopies(t *testing.T) {
+	labelled := map[string]string{"olm.copiedFrom": "x"}
+	tracked := map[string]string{"olm.copiedFrom": "x", olmguard.CleanupTrackedLabel: "true"}
+	ours := []string{olmguard.CleanupFinalizer}
+	tests := []struct {
+		name          string
+		old, obj      []byte
+		wantTracked   bool // after the patch
+		wantFinalizer bool
+	}{
+		{"labelled while it holds the finalizer", csvJSON(t, map[string]any{"finalizers": ours}, ""),
+			csvJSON(t, map[string]any{"labels": labelled, "finalizers": ours}, ""), true, true},
+		{"labelled and the finalizer removed: both put on", csvJSON(t, map[string]any{"finalizers": ours}, ""),
+			csvJSON(t, map[string]any{"labels": labelled}, ""), true, true},
+		{"being deleted", csvJSON(t, map[string]any{"labels": labelled, "finalizers": ours}, ""),
+			csvJSON(t, map[string]any{"labels": labelled, "finalizers": ours, "deletionTimestamp": "2026-11-21T10:00:00Z"}, ""), true, true},
+		{"the tracking label removed", csvJSON(t, map[string]any{"labels": tracked, "finalizers": ours}, ""),
+			csvJSON(t, map[string]any{"labels": labelled, "finalizers": ours}, ""), true, true},
+		{"tracked already", nil, csvJSON(t, map[string]any{"labels": tracked, "finalizers": ours}, ""), true, true},
+		{"OLM's copy: no finalizer", nil, csvJSON(t, map[string]any{"labels": labelled}, "Copied"), false, false},
+		{"not labelled", nil, csvJSON(t, map[string]any{"finalizers": ours}, ""), false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := csvRequest(admissionv1.Update, tt.obj)
+			req.OldObject.Raw = tt.old
+			r := served(CSVHandler{}).Handle(context.Background(), req)
+			if !r.Allowed {
+				t.Fatalf("denied: %+v", r.Result)
+			}
+			patched := patchtest.Apply(t, tt.obj, r.Patches)
+			var got struct {
+				Metadata struct {
+					Labels     map[string]string `json:"labels"`
+					Finalizers []string          `json:"finalizers"`
+				} `json:"metadata"`
+			}
+			if err := json.Unmarshal(patched, &got); err != nil {
+				t.Fatal(err)
+			}
+			if (got.Metadata.Labels[olmguard.CleanupTrackedLabel] == "true") != tt.wantTracked {
+				t.Errorf("labelled %s: %v, want %v (patch %v)", olmguard.CleanupTrackedLabel, !tt.wantTracked, tt.wantTracked, r.Patches)
+			}
+			if slices.Contains(got.Metadata.Finalizers, olmguard.CleanupFinalizer) != tt.wantFinalizer {
+				t.Errorf("finalizers %v, want ours: %v", got.Metadata.Finalizers, tt.wantFinalizer)
 			}
 		})
 	}

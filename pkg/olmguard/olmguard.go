@@ -16,6 +16,12 @@ const (
 // CleanupFinalizer is injected into CSVs so that the controller can clean up after an uninstall.
 const CleanupFinalizer = "olmguard.io/cleanup"
 
+// CleanupTrackedLabel marks a CSV labelled olm.copiedFrom that holds CleanupFinalizer: the
+// controller leaves OLM's copies (olm.copiedFrom) out of its cache, and caches such a CSV
+// because it carries this label. The webhook puts it on every write that would otherwise hide a
+// finalized CSV, and the controller on those it finds without it.
+const CleanupTrackedLabel = "olmguard.io/cleanup-tracked"
+
 // Annotations olmguard reads or writes.
 const (
 	AnnotationPrefix = "olmguard.io/"

@@ -201,9 +201,13 @@ func TestBuildPerWebhook(t *testing.T) {
 			name: "clusterserviceversions.mutate.olmguard.io", path: olmguard.MutateClusterServiceVersionsPath,
 			// Copies are left out by a matchCondition, not an object selector, so that an update
 			// removing the finalizer of a CSV labelled as a copy earlier is still sent (issue 31
-			// item 7). Fails before the fix: the object selector was there.
+			// item 7). Fails before the fix: the object selector was there. One condition, in which
+			// a finalized CSV labelled as a copy without the tracking label is also sent (issue 32).
 			group: "operators.coreos.com", version: "v1alpha1", resource: "clusterserviceversions", ops: ops(create, update),
-			conditions: []string{"'olm.copiedFrom' in object.metadata.labels) || (oldObject != null && has(oldObject.metadata.finalizers) && 'olmguard.io/cleanup' in oldObject.metadata.finalizers)", "deletionTimestamp", "'olmguard.io/cleanup' in object.metadata.finalizers", "annotations['olmguard.io/cleanup'] != 'disabled'"},
+			conditions: []string{"'olm.copiedFrom' in object.metadata.labels) || (oldObject != null && has(oldObject.metadata.finalizers) && 'olmguard.io/cleanup' in oldObject.metadata.finalizers)) && " +
+				"!has(object.metadata.deletionTimestamp) && !(has(object.metadata.finalizers) && 'olmguard.io/cleanup' in object.metadata.finalizers) && " +
+				"(!has(object.metadata.annotations) || !('olmguard.io/cleanup' in object.metadata.annotations) || object.metadata.annotations['olmguard.io/cleanup'] != 'disabled')) || " +
+				"(has(object.metadata.labels) && 'olm.copiedFrom' in object.metadata.labels && has(object.metadata.finalizers) && 'olmguard.io/cleanup' in object.metadata.finalizers && !('olmguard.io/cleanup-tracked' in object.metadata.labels))"},
 		},
 		{
 			name: "jobs.mutate.olmguard.io", path: olmguard.MutateJobsPath,

@@ -22,17 +22,19 @@ import (
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// TestControllerCacheHoldsOnlyWhatReconcilersRead (issue 32, acceptance line 4): a few hundred of
-// OLM's copied CSVs carrying a 40 KB alm-examples annotation, originals with annotations no
-// reconciler reads, and one CSV a tenant labelled olm.copiedFrom itself. After the controller's
-// caches synced (every reconciler running), the CSVs read through the manager's cache show: no
-// annotation or label outside the keys the reconcilers declare, OLM's copies (status.reason Copied)
-// as metadata and their reason only, each cached CSV small, and the tenant's look-alike kept with
-// the fields the cleanup reads (it is not OLM's copy: issue 31, items 2 and 7). A property of the
-// cache, not a timing: nothing is measured.
+// TestControllerCacheHoldsOnlyWhatReconcilersRead (issue 32, acceptance line 4): 300 of OLM's
+// copied CSVs carrying a 40 KB alm-examples annotation, originals with annotations no reconciler
+// reads, and CSVs a tenant labelled olm.copiedFrom itself. After the controller's caches synced
+// (every reconciler running), the CSVs read through the manager's cache show: no annotation or
+// label outside the keys the reconcilers declare; none of OLM's copies, nor a CSV labelled as a
+// copy from its creation (OLM ignores it too); but a CSV labelled olm.copiedFrom that holds
+// olmguard's finalizer, with the fields the cleanup reads (issue 31 item 7), whether the webhook
+// labelled it olmguard.io/cleanup-tracked as it was written or the controller's tracker did later
+// (written in a namespace the webhook does not serve). A property of the cache, not a timing:
+// nothing is measured.
 //
-// Fails before the fix: every CSV was cached with all its annotations (alm-examples, 40 KB, on
-// each of the 300 copies) and the copies with their spec.
+// Fails before the fix: every CSV was cached, OLM's copies as a stub (before that, with all their
+// annotations: 46 KB each).
 func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
@@ -59,11 +61,29 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The tenant's look-alike: labelled as a copy, no status.reason (only OLM writes that).
+	// A tenant's look-alikes: labelled as a copy, no status.reason (only OLM writes that). The
+	// first holds no finalizer (the webhook gives none to a CSV labelled as a copy); the second
+	// holds olmguard's, as a guarded CSV relabelled later does, and the webhook labels it tracked;
+	// the third is written where the webhook is not called, so only the tracker can label it.
 	lookalike := newCSV(targets[0], "lookalike.v1.0.0", map[string]string{olm.CopiedFromLabel: targets[0]})
 	lookalike.Annotations[olm.OperatorNamespaceAnnotation] = targets[0]
-	if err := env.Client.Create(ctx, lookalike); err != nil {
-		t.Fatal(err)
+	guarded := newCSV(targets[0], "guarded.v1.0.0", map[string]string{olm.CopiedFromLabel: targets[0]})
+	guarded.Annotations[olm.OperatorNamespaceAnnotation] = targets[0]
+	guarded.Finalizers = []string{olmguard.CleanupFinalizer}
+	unseen := newCSV(olmguard.DefaultNamespace, "unseen.v1.0.0", map[string]string{olm.CopiedFromLabel: targets[0]})
+	unseen.Annotations[olm.OperatorNamespaceAnnotation] = olmguard.DefaultNamespace
+	unseen.Finalizers = []string{olmguard.CleanupFinalizer}
+	for _, c := range []*v1alpha1.ClusterServiceVersion{lookalike, guarded, unseen} {
+		if err := env.Client.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { releaseAndDelete(t, c) })
+	}
+	if guarded.Labels[olmguard.CleanupTrackedLabel] == "" {
+		t.Errorf("the webhook did not label %s, a CSV labelled %s holding olmguard's finalizer, %s", guarded.Name, olm.CopiedFromLabel, olmguard.CleanupTrackedLabel)
+	}
+	if unseen.Labels[olmguard.CleanupTrackedLabel] != "" {
+		t.Fatalf("the webhook labelled %s in %s, which it does not serve: the test cannot check the tracker", unseen.Name, olmguard.DefaultNamespace)
 	}
 	// OLM's copies, written as the olm-operator writes them: the original's annotations, the
 	// copied-from label, then status.reason Copied.
@@ -113,11 +133,15 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("the controller's caches never synced")
 	}
+	testenv.Eventually(t, "the tracker labels "+unseen.Name+" and the cache holds it", func(ctx context.Context) (bool, error) {
+		err := mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(unseen), &v1alpha1.ClusterServiceVersion{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
 
 	allowedAnnotations := map[string]bool{olm.OperatorNamespaceAnnotation: true, olmguard.CleanupAnnotation: true, cleanup.PropertiesAnnotation: true}
 	allowedLabels := map[string]bool{olm.CopiedFromLabel: true}
-	copies, largestCopy := 0, 0
-	for _, ns := range append([]string{operatorNS}, targets...) {
+	cached, tracked := 0, map[string]bool{}
+	for _, ns := range append([]string{operatorNS, olmguard.DefaultNamespace}, targets...) {
 		list := &v1alpha1.ClusterServiceVersionList{}
 		if err := mgr.GetCache().List(ctx, list, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
@@ -125,6 +149,7 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 		for i := range list.Items {
 			c := &list.Items[i]
 			id := c.Namespace + "/" + c.Name
+			cached++
 			for k := range c.Annotations {
 				if !allowedAnnotations[k] {
 					t.Errorf("%s: annotation %s in the controller's cache, which no reconciler reads", id, k)
@@ -139,35 +164,32 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			switch {
-			case c.Status.Reason == v1alpha1.CSVReasonCopied:
-				copies++
-				largestCopy = max(largestCopy, len(body))
-				if len(c.Spec.CustomResourceDefinitions.Owned) > 0 || c.Spec.DisplayName != "" || c.Status.Message != "" || c.Annotations[cleanup.PropertiesAnnotation] != "" {
-					t.Errorf("%s: OLM's copy cached with more than its metadata and reason: %s", id, body)
+			if _, copied := c.Labels[olm.CopiedFromLabel]; copied {
+				// Only the look-alikes holding olmguard's finalizer, with what the cleanup reads.
+				tracked[id] = true
+				if len(c.Spec.CustomResourceDefinitions.Owned) != 1 || c.Annotations[cleanup.PropertiesAnnotation] != props || !cleanup.HasFinalizer(c.Finalizers) {
+					t.Errorf("%s: a CSV labelled %s in the controller's cache that is not a tracked look-alike, or lost what the cleanup reads: %s", id, olm.CopiedFromLabel, body)
 				}
-				if len(body) > 1<<10 {
-					t.Errorf("%s: OLM's copy takes %d bytes in the cache as JSON, want at most 1 KiB", id, len(body))
-				}
-			case c.Namespace == lookalike.Namespace && c.Name == lookalike.Name:
-				if len(c.Spec.CustomResourceDefinitions.Owned) != 1 || c.Annotations[cleanup.PropertiesAnnotation] != props {
-					t.Errorf("%s: the tenant's look-alike lost what the cleanup reads: %s", id, body)
-				}
-			default:
-				if c.Annotations[cleanup.PropertiesAnnotation] != props {
-					t.Errorf("%s: the properties annotation the cleanup reads is not in the cache", id)
-				}
-				if len(body) > 4<<10 {
-					t.Errorf("%s: an original takes %d bytes in the cache as JSON, want at most 4 KiB", id, len(body))
-				}
+				continue
+			}
+			if c.Annotations[cleanup.PropertiesAnnotation] != props {
+				t.Errorf("%s: the properties annotation the cleanup reads is not in the cache", id)
+			}
+			if len(body) > 4<<10 {
+				t.Errorf("%s: an original takes %d bytes in the cache as JSON, want at most 4 KiB", id, len(body))
 			}
 		}
 	}
-	t.Logf("%d of OLM's copies cached, the largest %d bytes as JSON", copies, largestCopy)
-	checkPagedCSVLists(t, reads, opts.CacheListPageSize, copies)
-	if want := namespaces * copiesPerNamespace; copies != want {
-		t.Errorf("%d of OLM's copies in the cache, want %d (the test needs all of them to check)", copies, want)
+	for _, c := range []*v1alpha1.ClusterServiceVersion{guarded, unseen} {
+		if !tracked[c.Namespace+"/"+c.Name] {
+			t.Errorf("%s/%s, labelled %s and holding olmguard's finalizer, is not in the controller's cache", c.Namespace, c.Name, olm.CopiedFromLabel)
+		}
 	}
+	if len(tracked) != 2 {
+		t.Errorf("%d CSVs labelled %s in the controller's cache, want the 2 holding olmguard's finalizer: %v", len(tracked), olm.CopiedFromLabel, tracked)
+	}
+	t.Logf("%d CSVs in the controller's cache, of %d written (%d of them OLM's copies)", cached, 3+3+namespaces*copiesPerNamespace, namespaces*copiesPerNamespace)
+	checkPagedCSVLists(t, reads, opts.CacheListPageSize, cached)
 	// And no copy leaked in another form: the Subscriptions, Jobs and pods the reconcilers read
 	// carry no label or annotation outside their declarations either.
 	subs := &v1alpha1.SubscriptionList{}
@@ -192,5 +214,23 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 		if _, ok := p.Labels[olm.CatalogSourceLabel]; !ok || len(p.Labels) > 1 || len(p.Annotations) > 0 {
 			t.Errorf("pod %s/%s cached with labels %v and annotations %v: only catalog pods and their olm.catalogSource label", p.Namespace, p.Name, p.Labels, p.Annotations)
 		}
+	}
+}
+
+// releaseAndDelete takes olmguard's finalizer off c and deletes it: the test's CSVs outlive no test.
+func releaseAndDelete(t *testing.T, c *v1alpha1.ClusterServiceVersion) {
+	ctx := context.Background()
+	got := &v1alpha1.ClusterServiceVersion{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil {
+		return
+	}
+	if len(got.Finalizers) > 0 {
+		got.Finalizers = nil
+		if err := env.Client.Update(ctx, got); err != nil {
+			t.Logf("releasing %s/%s: %v", c.Namespace, c.Name, err)
+		}
+	}
+	if err := client.IgnoreNotFound(env.Client.Delete(ctx, got)); err != nil {
+		t.Logf("deleting %s/%s: %v", c.Namespace, c.Name, err)
 	}
 }

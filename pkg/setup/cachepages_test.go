@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/olmguard/olmguard/internal/cacheneeds"
 )
 
 // csvReads records the controller's requests for CSVs.
@@ -35,7 +37,7 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // answers whole from its watch cache, ignoring the limit) nor a watch-list stream whose bound
 // depends on the apiserver. Fails without internal/pagedlist: client-go 1.35+ asks for a
 // watch-list stream (sendInitialEvents=true) and reads no page at all. The periodic audit's own
-// reads, which select by label, are not the cache's and are left out.
+// reads, in pages of their own size, are not counted as the cache's, but must be pages too.
 func checkPagedCSVLists(t *testing.T, reads *csvReads, pageSize int64, cached int) {
 	t.Helper()
 	reads.mu.Lock()
@@ -48,13 +50,14 @@ func checkPagedCSVLists(t *testing.T, reads *csvReads, pageSize int64, cached in
 			}
 			continue
 		}
-		if q.Get("labelSelector") != "" {
+		if q.Get("limit") == "" || q.Get("resourceVersion") != "" || q.Get("resourceVersionMatch") != "" {
+			t.Errorf("CSV list %v: want a page (a limit) and a consistent read (no resourceVersion)", q)
+		}
+		// The cache's list of its first selection; the audit reads the same selection in smaller pages.
+		if q.Get("labelSelector") != cacheneeds.NotOLMCopies.String() || q.Get("limit") != fmt.Sprint(pageSize) {
 			continue
 		}
 		pages++
-		if q.Get("limit") != fmt.Sprint(pageSize) || q.Get("resourceVersion") != "" || q.Get("resourceVersionMatch") != "" {
-			t.Errorf("CSV list %v: want limit=%d and a consistent read (no resourceVersion)", q, pageSize)
-		}
 		if pages > 1 && q.Get("continue") == "" {
 			t.Errorf("CSV list page %d without a continue token: %v", pages, q)
 		}

@@ -608,6 +608,26 @@ func (e *env) attackCopiedFrom(t *testing.T) {
 				!slices.Contains(got.Finalizers, olmguard.CleanupFinalizer) {
 				t.Errorf("the CSV %s lost %s without being deleted (%s)", csv.Name, olmguard.CleanupFinalizer, name)
 			}
+			// Deleted, the CSV labelled as a copy is still cleaned up and olmguard's finalizer
+			// released: the controller's cache leaves out CSVs labelled olm.copiedFrom but those the
+			// webhook labelled tracked (issue 32). OLM's own finalizer may stay: OLM ignores a CSV
+			// labelled olm.copiedFrom. Fails without the tracking label: olmguard's stays too.
+			if err := tn.client.Delete(ctx, &v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: csv.Namespace, Name: csv.Name}},
+				client.Preconditions{UID: &csv.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+				t.Fatalf("the tenant deleting its CSV: %v", err)
+			}
+			testenv.EventuallyExplained(t, "olmguard's cleanup of "+csv.Name+", labelled as a copy, done and its finalizer released", func(ctx context.Context) (bool, string, error) {
+				got := &v1alpha1.ClusterServiceVersion{}
+				err := e.c.Client.Get(ctx, client.ObjectKeyFromObject(csv), got)
+				if apierrors.IsNotFound(err) {
+					return true, "", nil
+				}
+				if err != nil {
+					return false, "", nil // the next poll reads again
+				}
+				return got.UID != csv.UID || !slices.Contains(got.Finalizers, olmguard.CleanupFinalizer),
+					fmt.Sprintf("deleted %v, labels %v, finalizers %v", got.DeletionTimestamp, got.Labels, got.Finalizers), nil
+			})
 			e.after(t, tn, before)
 		})
 	}
