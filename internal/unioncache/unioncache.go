@@ -122,26 +122,23 @@ func (c *Cache) List(ctx context.Context, list client.ObjectList, opts ...client
 // GetInformer returns the informer of obj's kind; for a kind with a second cache, one whose
 // handlers receive the events of both.
 func (c *Cache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
-	i, err := c.Cache.GetInformer(ctx, obj, opts...)
-	s := c.second(obj)
-	if err != nil || s == nil {
-		return i, err
-	}
-	j, err := s.GetInformer(ctx, obj, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return union{i, j}, nil
+	get := func(from cache.Cache) (cache.Informer, error) { return from.GetInformer(ctx, obj, opts...) }
+	return unite(get, c.Cache, c.second(obj))
 }
 
 // GetInformerForKind is GetInformer by kind.
 func (c *Cache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...cache.InformerGetOption) (cache.Informer, error) {
-	i, err := c.Cache.GetInformerForKind(ctx, gvk, opts...)
-	s := c.also[gvk]
-	if err != nil || s == nil {
+	get := func(from cache.Cache) (cache.Informer, error) { return from.GetInformerForKind(ctx, gvk, opts...) }
+	return unite(get, c.Cache, c.also[gvk])
+}
+
+// unite gets the informer of primary, and of second when there is one, as one informer.
+func unite(get func(cache.Cache) (cache.Informer, error), primary, second cache.Cache) (cache.Informer, error) {
+	i, err := get(primary)
+	if err != nil || second == nil {
 		return i, err
 	}
-	j, err := s.GetInformerForKind(ctx, gvk, opts...)
+	j, err := get(second)
 	if err != nil {
 		return nil, err
 	}

@@ -97,12 +97,7 @@ func TestCSVHandlerCopyMarksAddedInAnUpdate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := csvRequest(admissionv1.Update, tt.obj)
-			req.OldObject.Raw = tt.old
-			r := served(CSVHandler{}).Handle(context.Background(), req)
-			if !r.Allowed {
-				t.Fatalf("denied: %+v", r.Result)
-			}
+			r := allowedCSVUpdate(t, tt.old, tt.obj)
 			if got := len(r.Patches) > 0; got != tt.want {
 				t.Fatalf("finalizer put back: %v, want %v (%v)", got, tt.want, r.Patches)
 			}
@@ -143,12 +138,7 @@ func TestCSVHandlerTracksFinalizedCSVsLabelledAsCopies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := csvRequest(admissionv1.Update, tt.obj)
-			req.OldObject.Raw = tt.old
-			r := served(CSVHandler{}).Handle(context.Background(), req)
-			if !r.Allowed {
-				t.Fatalf("denied: %+v", r.Result)
-			}
+			r := allowedCSVUpdate(t, tt.old, tt.obj)
 			patched := patchtest.Apply(t, tt.obj, r.Patches)
 			var got struct {
 				Metadata struct {
@@ -167,6 +157,18 @@ func TestCSVHandlerTracksFinalizedCSVsLabelledAsCopies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// allowedCSVUpdate serves an update of the CSV old to obj (old may be nil) and fails unless allowed.
+func allowedCSVUpdate(t *testing.T, old, obj []byte) admission.Response {
+	t.Helper()
+	req := csvRequest(admissionv1.Update, obj)
+	req.OldObject.Raw = old
+	r := served(CSVHandler{}).Handle(context.Background(), req)
+	if !r.Allowed {
+		t.Fatalf("denied: %+v", r.Result)
+	}
+	return r
 }
 
 // FuzzCSVHandler: any body gets a well-formed answer, never a panic, and the patched CSV needs no
