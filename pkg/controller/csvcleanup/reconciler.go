@@ -28,11 +28,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/flags"
+	"github.com/olmguard/olmguard/internal/queueidle"
 	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/metrics"
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -145,7 +147,8 @@ func Add(mgr manager.Manager, o Options) error {
 	if err := mgr.Add(sweeper); err != nil {
 		return err
 	}
-	if err := mgr.Add(&Tracker{Cache: mgr.GetCache(), Reader: mgr.GetAPIReader(), Client: mgr.GetClient()}); err != nil {
+	tracker := &Tracker{Cache: mgr.GetCache(), Idle: queueidle.QueuesIdle(ctrlmetrics.Registry), Reader: mgr.GetAPIReader(), Client: mgr.GetClient()}
+	if err := mgr.Add(tracker); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named(Name).

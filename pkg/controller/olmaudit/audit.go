@@ -21,6 +21,7 @@ import (
 
 	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/internal/printable"
+	"github.com/olmguard/olmguard/internal/queueidle"
 	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/metrics"
 )
@@ -73,7 +74,7 @@ type Auditor struct {
 	Interval time.Duration
 	Options  doctor.Options
 	// Idle, when set, reports whether the reconcilers are idle: the first audit waits for it
-	// (QueuesIdle, at most firstAuditWait).
+	// (queueidle.QueuesIdle, at most queueidle.MaxWait).
 	Idle func() bool
 	// known and skipped are the last audit's findings and skipped checks, so that each is
 	// logged once, when it appears.
@@ -83,7 +84,7 @@ type Auditor struct {
 // Add registers the auditor with mgr, as a leader-only runnable.
 func Add(mgr manager.Manager, o Options) error {
 	return mgr.Add(&Auditor{Reader: cachedReader{Reader: mgr.GetAPIReader(), Cache: mgr.GetCache()}, Interval: o.Interval, Options: auditOptions(),
-		Idle: QueuesIdle(ctrlmetrics.Registry)})
+		Idle: queueidle.QueuesIdle(ctrlmetrics.Registry)})
 }
 
 // NeedLeaderElection: one replica audits, so the gauges of only one replica are set.
@@ -97,7 +98,7 @@ func (a *Auditor) Start(ctx context.Context) error {
 	metrics.AuditRuns.WithLabelValues(resultError)
 	metrics.AuditInterval.Set(a.Interval.Seconds())
 	if a.Idle != nil {
-		waitIdle(ctx, a.Idle, idlePoll, firstAuditWait)
+		queueidle.Wait(ctx, a.Idle, queueidle.Poll, queueidle.MaxWait)
 	}
 	t := time.NewTicker(a.Interval)
 	defer t.Stop()

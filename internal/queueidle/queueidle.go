@@ -1,4 +1,8 @@
-package olmaudit
+// Package queueidle tells when the controller's first reconcile pass is over: at start every
+// informer lists its kind and every reconciler's queue holds every object, and work that reads
+// the cluster besides (the OLM audit, the cleanup tracker) would add its reads to that peak (on a
+// cluster of 2,000 namespaces, 40 MiB: docs/performance.md, "A cluster of 2,000 namespaces").
+package queueidle
 
 import (
 	"context"
@@ -7,13 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The first audit waits for the controller's first reconcile pass: at start every informer lists
-// its kind and every reconciler's queue holds every object, and an audit then would add its own
-// reads to that peak (on a cluster of 2,000 namespaces, 40 MiB: docs/performance.md, "A cluster
-// of 2,000 namespaces"). It waits at most firstAuditWait, then audits anyway.
+// MaxWait bounds the wait for idle queues; Poll is how often they are read.
 const (
-	firstAuditWait = 5 * time.Minute
-	idlePoll       = 2 * time.Second
+	MaxWait = 5 * time.Minute
+	Poll    = 2 * time.Second
 )
 
 // QueuesIdle reports whether every reconciler's work queue is empty and no worker is busy, read
@@ -39,9 +40,9 @@ func QueuesIdle(g prometheus.Gatherer) func() bool {
 	}
 }
 
-// waitIdle returns once idle() held at two polls in a row (the first events of the informers reach
+// Wait returns once idle() held at two polls in a row (the first events of the informers reach
 // the queues a moment after the caches report synced), after wait, or when ctx ends.
-func waitIdle(ctx context.Context, idle func() bool, poll, wait time.Duration) {
+func Wait(ctx context.Context, idle func() bool, poll, wait time.Duration) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	t := time.NewTicker(poll)

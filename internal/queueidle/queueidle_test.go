@@ -1,4 +1,4 @@
-package olmaudit
+package queueidle
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The first audit waits for two idle readings in a row, for at most its wait, and not past the
+// Wait waits for two idle readings in a row, for at most its wait, and not past the
 // end of its context. Deterministic: the wait is an hour, so only the readings end it.
 func TestWaitIdle(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		readings []bool
-		want     int // readings taken when waitIdle returns
+		want     int // readings taken when Wait returns
 	}{
 		{"idle at once", []bool{true, true}, 2},
 		{"a busy reading starts the count again", []bool{true, false, true, false, false, true, true}, 7},
@@ -28,19 +28,19 @@ func TestWaitIdle(t *testing.T) {
 				n++
 				return tc.readings[n-1]
 			}
-			waitIdle(context.Background(), idle, time.Millisecond, time.Hour)
+			Wait(context.Background(), idle, time.Millisecond, time.Hour)
 			if n != tc.want {
 				t.Errorf("returned after %d readings, want %d", n, tc.want)
 			}
 		})
 	}
 	t.Run("never idle: the wait ends it", func(t *testing.T) {
-		waitIdle(context.Background(), func() bool { return false }, time.Millisecond, 20*time.Millisecond)
+		Wait(context.Background(), func() bool { return false }, time.Millisecond, 20*time.Millisecond)
 	})
 	t.Run("never idle: the context ends it", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		n := 0
-		waitIdle(ctx, func() bool {
+		Wait(ctx, func() bool {
 			if n++; n == 3 {
 				cancel()
 			}
