@@ -261,3 +261,15 @@ func DefaultGCPercent(percent int) bool {
 	debug.SetGCPercent(percent)
 	return true
 }
+
+// DefaultSoftLimit sets the runtime's soft memory limit to bytes unless GOMEMLIMIT is set, and
+// reports whether it did: for a command-line tool, which no cgroup limit sizes, that keeps the
+// collector's headroom from carrying the peak well past the live heap. Soft: past it the
+// collector works harder (at most half the CPU, Go's own cap), the process is never stopped.
+func DefaultSoftLimit(bytes int64) bool {
+	if os.Getenv(Env) != "" {
+		return false
+	}
+	debug.SetMemoryLimit(bytes)
+	return true
+}

@@ -182,6 +182,29 @@ func TestApplyLeavesAnExplicitLimit(t *testing.T) {
 	}
 }
 
+// DefaultSoftLimit sets the soft limit only when GOMEMLIMIT is unset: an operator's GOMEMLIMIT,
+// "off" included, always wins.
+func TestDefaultSoftLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	t.Setenv(Env, "")
+	if !DefaultSoftLimit(123 << 20) {
+		t.Fatal("GOMEMLIMIT unset: limit not set")
+	}
+	if got := debug.SetMemoryLimit(-1); got != 123<<20 {
+		t.Errorf("limit %d, want %d", got, 123<<20)
+	}
+	for _, v := range []string{"off", "1GiB"} {
+		t.Setenv(Env, v)
+		before := debug.SetMemoryLimit(-1)
+		if DefaultSoftLimit(7 << 20) {
+			t.Errorf("GOMEMLIMIT=%s: limit set anyway", v)
+		}
+		if got := debug.SetMemoryLimit(-1); got != before {
+			t.Errorf("GOMEMLIMIT=%s: limit changed to %d", v, got)
+		}
+	}
+}
+
 // DefaultGCPercent sets the pace only when GOGC is unset: an operator's GOGC always wins.
 func TestDefaultGCPercent(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
