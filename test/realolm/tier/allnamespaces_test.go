@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	corev1 "k8s.io/api/core/v1"
 	"slices"
 	"testing"
 
@@ -67,6 +68,34 @@ func TestAllNamespacesInstall(t *testing.T) {
 	if slices.Contains(copied.Finalizers, olmguard.CleanupFinalizer) {
 		t.Errorf("OLM's copy %s/%s carries olmguard's finalizer: %v", other, name, copied.Finalizers)
 	}
+	// The uninstall starts once OLM has copied the CSV into every namespace, as an administrator's
+	// would: a copy OLM creates while the original is being deleted may not be in its informer's
+	// cache when the deletion requeues the copies, and then stays until OLM resyncs it (seen once
+	// in a rehearsal on v0.46.0: every copy left 2 minutes after the original was gone; OLM's
+	// handleClusterServiceVersionDeletion requeues copies by name, syncCopiedCsv drops unknown ones).
+	testenv.EventuallyExplained(t, "OLM's copies of "+name+" in every namespace", func(ctx context.Context) (bool, string, error) {
+		nss := &corev1.NamespaceList{}
+		if err := c.Client.List(ctx, nss); err != nil {
+			return false, "", err
+		}
+		csvs := &v1alpha1.ClusterServiceVersionList{}
+		if err := c.Client.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: global}); err != nil {
+			return false, "", err
+		}
+		has := map[string]bool{}
+		for _, csv := range csvs.Items {
+			if csv.Name == name && csv.Status.Reason == v1alpha1.CSVReasonCopied {
+				has[csv.Namespace] = true
+			}
+		}
+		var missing []string // Active namespaces only: OLM copies into no terminating one
+		for _, ns := range nss.Items {
+			if ns.Name != global && ns.Status.Phase == corev1.NamespaceActive && !has[ns.Name] {
+				missing = append(missing, ns.Name)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("no copy yet in %v", missing), nil
+	})
 
 	// The Subscription first, then the CSV once its plans are garbage-collected with it: OLM can
 	// execute a plan again after its CSV was deleted and recreate the CSV with no Subscription
