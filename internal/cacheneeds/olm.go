@@ -29,7 +29,7 @@ func trimInstallPlan(obj client.Object) client.Object {
 	return ip
 }
 
-// CSVs are the two selections of CSVs the controller caches: every CSV but OLM's copies of an
+// NotOLMCopies and TrackedCopies are the two selections of CSVs the controller caches: every CSV but OLM's copies of an
 // AllNamespaces operator (label olm.copiedFrom, 20,000 of them of 40 KB and more on a cluster of
 // 2,000 namespaces, as OLM's own informers leave them out), and those labelled olm.copiedFrom that
 // hold olmguard's finalizer, which the webhook and the controller label olmguard.io/cleanup-tracked
@@ -38,6 +38,9 @@ func trimInstallPlan(obj client.Object) client.Object {
 var (
 	NotOLMCopies  = labels.NewSelector().Add(mustRequirement(olm.CopiedFromLabel, selection.DoesNotExist))
 	TrackedCopies = labels.NewSelector().Add(mustRequirement(olm.CopiedFromLabel, selection.Exists), mustRequirement(olmguard.CleanupTrackedLabel, selection.Exists))
+	// UntrackedCopies is what the cache leaves out: the CSVs labelled olm.copiedFrom and not
+	// tracked, among which csv-cleanup's tracker looks for finalized ones to label.
+	UntrackedCopies = labels.NewSelector().Add(mustRequirement(olm.CopiedFromLabel, selection.Exists), mustRequirement(olmguard.CleanupTrackedLabel, selection.DoesNotExist))
 )
 
 func mustRequirement(key string, op selection.Operator) labels.Requirement {

@@ -3,12 +3,12 @@ package cleanup
 import (
 	"slices"
 	"strconv"
-	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 
 	"github.com/olmguard/olmguard/pkg/olm"
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/review"
 )
 
 // CSVView is what the cleanup finalizer decision reads of a CSV.
@@ -70,23 +70,12 @@ func AddFinalizerPatch(finalizers []string, f string) []jsonpatch.Operation {
 // controller's cache leaves out the CSVs labelled olm.copiedFrom but those (issue 32), and a
 // finalized CSV it cannot see would stay terminating when deleted.
 func TrackPatch(labels map[string]string, finalized bool) []jsonpatch.Operation {
-	if !NeedsTracking(labels, finalized) {
-		return nil
-	}
-	return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/labels/"+jsonPointerEscape(olmguard.CleanupTrackedLabel), "true")}
-}
-
-// NeedsTracking reports whether a CSV with labels, holding olmguard's finalizer or not, needs the
-// label olmguard.io/cleanup-tracked (TrackPatch).
-func NeedsTracking(labels map[string]string, finalized bool) bool {
 	_, copied := labels[olm.CopiedFromLabel]
 	_, tracked := labels[olmguard.CleanupTrackedLabel]
-	return finalized && copied && !tracked
-}
-
-// jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).
-func jsonPointerEscape(key string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+	if !finalized || !copied || tracked {
+		return nil
+	}
+	return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/labels/"+review.PointerToken(olmguard.CleanupTrackedLabel), "true")}
 }
 
 // RemoveFinalizerPatch removes finalizer f, guarded by a test of its position so the patch fails,

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/olmguard/olmguard/pkg/olm"
+	"github.com/olmguard/olmguard/pkg/review"
 )
 
 // Limits on what one restore puts back. The old object was admitted by the apiserver (at most
@@ -186,13 +187,7 @@ func mapPatch(path string, have, old map[string]string, keys []string) []jsonpat
 	}
 	ops := make([]jsonpatch.Operation, len(keys))
 	for i, k := range keys {
-		ops[i] = jsonpatch.NewOperation("add", path+"/"+EscapePointer(k), old[k])
+		ops[i] = jsonpatch.NewOperation("add", path+"/"+review.PointerToken(k), old[k])
 	}
 	return ops
-}
-
-// EscapePointer escapes a map key as one JSON pointer token (RFC 6901): "~" as "~0", "/" as "~1".
-// Every other byte, control characters included, is the JSON encoder's to escape.
-func EscapePointer(key string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/olmguard/olmguard/pkg/olmguard"
+	"github.com/olmguard/olmguard/pkg/review"
 )
 
 // GenerateName prefixes the probe object's name (the apiserver completes it, dry run or not).
@@ -91,12 +92,7 @@ func AnswerPatch(annotations map[string]string, nonce string) []jsonpatch.Operat
 	if annotations == nil {
 		return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{olmguard.WebhookProbeAnswerAnnotation: nonce})}
 	}
-	return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/annotations/"+pointerEscape(olmguard.WebhookProbeAnswerAnnotation), nonce)}
-}
-
-// pointerEscape escapes a JSON pointer's reference token (RFC 6901).
-func pointerEscape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+	return []jsonpatch.Operation{jsonpatch.NewOperation("add", "/metadata/annotations/"+review.PointerToken(olmguard.WebhookProbeAnswerAnnotation), nonce)}
 }
 
 // Outcome is what one probe found.

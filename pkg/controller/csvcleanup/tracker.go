@@ -7,11 +7,10 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/queueidle"
 	"github.com/olmguard/olmguard/pkg/cleanup"
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -68,17 +67,6 @@ func (t *Tracker) Start(ctx context.Context) error {
 	return nil
 }
 
-// untrackedCopies selects the CSVs labelled olm.copiedFrom without olmguard's tracking label.
-var untrackedCopies = labels.NewSelector().Add(requirement(olm.CopiedFromLabel, selection.Exists), requirement(olmguard.CleanupTrackedLabel, selection.DoesNotExist))
-
-func requirement(key string, op selection.Operator) labels.Requirement {
-	r, err := labels.NewRequirement(key, op, nil)
-	if err != nil {
-		panic(err) // constant keys
-	}
-	return *r
-}
-
 // TrackLabelledCSVs reads the metadata of every CSV labelled olm.copiedFrom and not tracked, a page
 // at a time, and labels those holding olmguard's finalizer (a patch that applies only to the CSV
 // of the UID read). It returns how many it labelled; a CSV it could not label is in the error, and
@@ -88,7 +76,7 @@ func TrackLabelledCSVs(ctx context.Context, r client.Reader, w client.Writer) (i
 	var errs []error
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ClusterServiceVersionList"))
-	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: untrackedCopies}, client.Limit(trackPageSize)}
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: cacheneeds.UntrackedCopies}, client.Limit(trackPageSize)}
 	for {
 		if err := r.List(ctx, list, opts...); err != nil {
 			return labelled, fmt.Errorf("listing CSVs labelled %s: %w", olm.CopiedFromLabel, err)
