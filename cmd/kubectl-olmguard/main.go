@@ -52,7 +52,7 @@ func main() {
 	memlimit.DefaultGCPercent(50)
 	// And a soft memory limit (GOMEMLIMIT still wins, "off" included): on that cluster doctor's
 	// live heap is 110 to 130 MB, and the collector's headroom took its peak to 197 to 217 MiB,
-	// past its 200 MiB goal; with 128 MiB it peaks at 163 MiB, 1 to 2 s slower.
+	// past its 200 MiB goal; with 128 MiB it peaked at 163 to 168 MiB, 1 to 2 s slower.
 	memlimit.DefaultSoftLimit(doctorSoftLimit)
 	os.Exit(run(completionArgs(os.Args[0], os.Args[1:]), os.Stdout, os.Stderr))
 }
