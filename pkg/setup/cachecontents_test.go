@@ -30,8 +30,8 @@ import (
 // copy from its creation (OLM ignores it too); but a CSV labelled olm.copiedFrom that holds
 // olmguard's finalizer, with the fields the cleanup reads (issue 31 item 7), whether the webhook
 // labelled it olmguard.io/cleanup-tracked as it was written or the controller's tracker did later
-// (written in a namespace the webhook does not serve). A property of the cache, not a timing:
-// nothing is measured.
+// (written in a namespace the webhook does not serve); and an InstallPlan without its steps. A
+// property of the cache, not a timing: nothing is measured.
 //
 // Fails before the fix: every CSV was cached, OLM's copies as a stub (before that, with all their
 // annotations: 46 KB each).
@@ -110,6 +110,21 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
+		t.Fatal(err)
+	}
+
+	// An operator's plan: its steps are the cleanup's to read live, never the cache's.
+	plan := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Namespace: targets[0], Name: "install-cache", Annotations: map[string]string{"example.com/unused": "u"}},
+		Spec: v1alpha1.InstallPlanSpec{ClusterServiceVersionNames: []string{"cachepkg-0.v1.0.0"}, Approval: v1alpha1.ApprovalAutomatic, Approved: true}}
+	if err := env.Client.Create(ctx, plan); err != nil {
+		t.Fatal(err)
+	}
+	plan.Status = v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseComplete, CatalogSources: []string{}}
+	for _, kind := range []string{"CustomResourceDefinition", "ClusterRole", "ClusterServiceVersion"} {
+		plan.Status.Plan = append(plan.Status.Plan, &v1alpha1.Step{Resolving: "cachepkg-0.v1.0.0", Status: "Created",
+			Resource: v1alpha1.StepResource{Kind: kind, Name: strings.ToLower(kind), Manifest: strings.Repeat("m", 4<<10)}})
+	}
+	if err := env.Client.Status().Update(ctx, plan); err != nil {
 		t.Fatal(err)
 	}
 
@@ -205,6 +220,14 @@ func TestControllerCacheHoldsOnlyWhatReconcilersRead(t *testing.T) {
 		if len(s.Labels) > 0 {
 			t.Errorf("Subscription %s/%s: labels %v in the controller's cache, which no reconciler reads", s.Namespace, s.Name, s.Labels)
 		}
+	}
+	cachedPlan := &v1alpha1.InstallPlan{}
+	if err := mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(plan), cachedPlan); err != nil {
+		t.Fatal(err)
+	}
+	if len(cachedPlan.Status.Plan) > 0 || cachedPlan.Status.DroppedSteps != 3 || !cachedPlan.Status.Populated() || len(cachedPlan.Annotations) > 0 {
+		t.Errorf("InstallPlan in the controller's cache with %d steps (%d dropped), populated %v, annotations %v: want none, 3, true and none",
+			len(cachedPlan.Status.Plan), cachedPlan.Status.DroppedSteps, cachedPlan.Status.Populated(), cachedPlan.Annotations)
 	}
 	pods := &corev1.PodList{}
 	if err := mgr.GetCache().List(ctx, pods); err != nil {

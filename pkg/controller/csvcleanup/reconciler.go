@@ -134,7 +134,7 @@ func CacheNeeds() cacheneeds.Needs {
 	return cacheneeds.Needs{
 		{Object: &v1alpha1.ClusterServiceVersion{}, Label: cacheneeds.NotOLMCopies, Also: cacheneeds.TrackedCopies, Labels: []string{olm.CopiedFromLabel},
 			Annotations: []string{olm.OperatorNamespaceAnnotation, olmguard.CleanupAnnotation, cleanup.PropertiesAnnotation}, Fields: CSVFields},
-		{Object: &v1alpha1.Subscription{}, Fields: cacheneeds.TypedView},
+		{Object: &v1alpha1.Subscription{}, Fields: cacheneeds.SubscriptionView},
 		{Object: &olmv1.OperatorGroup{}, Fields: cacheneeds.TypedView},
 	}
 }

@@ -29,11 +29,11 @@ type Reconciler struct {
 }
 
 // CacheNeeds is what the reconciler reads through the manager's cache: the typed views of
-// InstallPlans (without step manifests) and Subscriptions, no label or annotation.
+// InstallPlans (without steps) and Subscriptions, no label or annotation.
 func CacheNeeds() cacheneeds.Needs {
 	return cacheneeds.Needs{
 		{Object: &v1alpha1.InstallPlan{}, Fields: cacheneeds.InstallPlanView},
-		{Object: &v1alpha1.Subscription{}, Fields: cacheneeds.TypedView},
+		{Object: &v1alpha1.Subscription{}, Fields: cacheneeds.SubscriptionView},
 	}
 }
 

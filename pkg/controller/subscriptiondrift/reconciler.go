@@ -75,13 +75,13 @@ func (o *Options) BindFlags(fs *flag.FlagSet) { windowFlag.Bind(fs, &o.Window) }
 func (o Options) Validate() error { return windowFlag.Check(o.Window) }
 
 // CacheNeeds is what the reconciler reads through the manager's cache: Subscriptions (their typed
-// view and olmguard's resync annotation, drift.LastNudge), InstallPlans (their typed view without step manifests), and
+// view and olmguard's resync annotation, drift.LastNudge), InstallPlans (their typed view without steps), and
 // whether a CSV of a name exists (drift.StaleResolution): CSVs as metadata, no label or
 // annotation, OLM's copies left out as OLM's resolver leaves them out (the selections of
 // cacheneeds.NotOLMCopies and TrackedCopies, which csv-cleanup declares too).
 func CacheNeeds() cacheneeds.Needs {
 	return cacheneeds.Needs{
-		{Object: &v1alpha1.Subscription{}, Annotations: []string{olmguard.ResyncAnnotation}, Fields: cacheneeds.TypedView},
+		{Object: &v1alpha1.Subscription{}, Annotations: []string{olmguard.ResyncAnnotation}, Fields: cacheneeds.SubscriptionView},
 		{Object: &v1alpha1.InstallPlan{}, Fields: cacheneeds.InstallPlanView},
 		{Object: &v1alpha1.ClusterServiceVersion{}, Label: cacheneeds.NotOLMCopies, Also: cacheneeds.TrackedCopies},
 	}

@@ -68,12 +68,24 @@ type InstallPlanStatus struct {
 	BundleLookups  []BundleLookup         `json:"bundleLookups,omitempty"`
 	StartTime      *metav1.Time           `json:"startTime,omitempty"`
 	Message        string                 `json:"message,omitempty"`
+	// DroppedSteps is how many steps Plan held when a cache dropped them: olmguard's controller
+	// caches plans without their steps (an operator's plan often has dozens, and only the
+	// cleanup reads them, live). Never sent or received.
+	DroppedSteps int `json:"-"`
 }
 
 // Populated reports whether OLM has written the plan's first status. olmguard's controller never
 // patches a plan before that: a write between OLM's Create and its UpdateStatus makes OLM fail.
 func (s InstallPlanStatus) Populated() bool {
-	return len(s.Plan) > 0 || len(s.BundleLookups) > 0
+	return len(s.Plan) > 0 || s.DroppedSteps > 0 || len(s.BundleLookups) > 0
+}
+
+// DropSteps drops the plan's steps and keeps their number: Populated still holds. For readers that
+// keep many plans and read no step (the controller's cache, doctor's audit).
+func (s *InstallPlanStatus) DropSteps() {
+	if n := len(s.Plan); n > 0 {
+		s.DroppedSteps, s.Plan = n, nil
+	}
 }
 
 // InstallPlanCondition is one InstallPlan condition.
