@@ -73,18 +73,20 @@ func Sort(fs []Finding) {
 
 // CheckInstallPlans finds plans that lack the ownerReference of a Subscription using them (F1,
 // OLM issue #3199). Plans whose status OLM has not written yet are skipped: OLM is still making them.
-func CheckInstallPlans(plans []v1alpha1.InstallPlan, subs []v1alpha1.Subscription) []Finding {
-	byNS := map[string][]v1alpha1.Subscription{}
-	for _, s := range subs {
-		byNS[s.Namespace] = append(byNS[s.Namespace], s)
+func CheckInstallPlans(plans []*v1alpha1.InstallPlan, subs []*v1alpha1.Subscription) []Finding {
+	// What the owner check reads of each Subscription, not a copy of it: the controller's audit
+	// checks 20,000 plans and Subscriptions on a cluster of 2,000 namespaces.
+	byNS := map[string][]owners.Subscription{}
+	for i := range subs {
+		byNS[subs[i].Namespace] = append(byNS[subs[i].Namespace], owners.FromSubscription(subs[i]))
 	}
 	var out []Finding
 	for i := range plans {
-		ip := &plans[i]
+		ip := plans[i]
 		if ip.DeletionTimestamp != nil || !ip.Status.Populated() {
 			continue
 		}
-		want := owners.InstallPlanOwners(owners.Update, ip.Name, ip.UID, ip.OwnerReferences, owners.FromSubscriptions(byNS[ip.Namespace]))
+		want := owners.InstallPlanOwners(owners.Update, ip.Name, ip.UID, ip.OwnerReferences, byNS[ip.Namespace])
 		missing := missingOwners(ip, want)
 		if len(missing) == 0 {
 			continue
@@ -111,14 +113,14 @@ func missingOwners(ip *v1alpha1.InstallPlan, want []owners.Subscription) []strin
 // CheckSubscriptions finds Subscriptions whose InstallPlan conditions disagree with their plan
 // (F2, olm-facts.md §2.2). A snapshot cannot tell a lagging OLM from a stuck one; Audit checks
 // twice for that reason. now is the value the fix's resync annotation gets.
-func CheckSubscriptions(subs []v1alpha1.Subscription, plans []v1alpha1.InstallPlan, now time.Time) []Finding {
+func CheckSubscriptions(subs []*v1alpha1.Subscription, plans []*v1alpha1.InstallPlan, now time.Time) []Finding {
 	byKey := map[string]*v1alpha1.InstallPlan{}
 	for i := range plans {
-		byKey[plans[i].Namespace+"/"+plans[i].Name] = &plans[i]
+		byKey[plans[i].Namespace+"/"+plans[i].Name] = plans[i]
 	}
 	var out []Finding
 	for i := range subs {
-		s := &subs[i]
+		s := subs[i]
 		if s.DeletionTimestamp != nil || s.Status.InstallPlanRef == nil {
 			continue
 		}
@@ -203,7 +205,7 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 // from a forgotten operator. An uninstall during an install or upgrade leaves one: OLM executes
 // the running plan to its end and creates the CSV again (docs/cleanup.md). Copies of a CSV and the
 // CSVs OLM installs itself (packageserver, labelled olm.version) have no Subscription by design.
-func CheckOrphanCSVs(csvs []CSV, subs []v1alpha1.Subscription) []Finding {
+func CheckOrphanCSVs(csvs []CSV, subs []*v1alpha1.Subscription) []Finding {
 	subscribed := map[string]bool{}
 	for _, s := range subs {
 		subscribed[s.Namespace] = true

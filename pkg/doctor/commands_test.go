@@ -71,7 +71,7 @@ func TestUnpackFailuresIgnoreForgedOwners(t *testing.T) {
 	subs := []v1alpha1.Subscription{subscription("s", "u", "", "", v1alpha1.SubscriptionCondition{Type: v1alpha1.SubscriptionBundleUnpackFailed,
 		Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonBundleUnpackFailed})}
 	subs[0].Namespace, subs[0].Spec.CatalogSourceNamespace = "tenant-a", "tenant-a"
-	got := CheckUnpackFailures(jobs, unpackConfigMaps(olmConfigMap("abc")), subs, nil, nil)
+	got := CheckUnpackFailures(jobs, unpackConfigMaps(olmConfigMap("abc")), pointers(subs), nil, nil)
 	got = append(got, CheckUnpackJobs(jobs, unpackConfigMaps(olmConfigMap("abc")))...)
 	if c := checks(t, got); c != "OLM:UnpackJobFailed:olm/ok,OLM:BundleUnpackFailed:tenant-a/s,F4:UnpackJobInvisible:olm/ok" {
 		t.Fatalf("findings %s", c)
@@ -95,7 +95,7 @@ func TestInvalidNamePrintsNoCommand(t *testing.T) {
 	plan := installPlan("install-x", v1alpha1.InstallPlanPhaseFailed)
 	plan.Status.BundleLookups = []v1alpha1.BundleLookup{{Path: "quay.io/x/b:v1", CatalogSourceRef: &corev1.ObjectReference{Namespace: "olm; id", Name: "cat"},
 		Conditions: []v1alpha1.BundleLookupCondition{{Type: "BundleLookupFailed", Status: corev1.ConditionTrue}}}}
-	got := CheckUnpackFailures(nil, unpackConfigMaps(), nil, []v1alpha1.InstallPlan{plan}, nil)
+	got := CheckUnpackFailures(nil, unpackConfigMaps(), nil, []*v1alpha1.InstallPlan{&plan}, nil)
 	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "olm", Name: "p", Labels: map[string]string{olm.CatalogSourceLabel: "Not_A_Catalog"}},
 		Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "registry-server",
 			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled"}}}}}}

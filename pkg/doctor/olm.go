@@ -29,7 +29,7 @@ import (
 // refuses to install the package again beside it ("constraints not satisfiable ... exists and is
 // not referenced by a subscription") and, for this reason, never retries by itself. An uninstall
 // that deleted only the Subscription leaves one. now is the value the fix's resync annotations get.
-func CheckBlockingCSVs(csvs []CSV, subs []v1alpha1.Subscription, now time.Time) []Finding {
+func CheckBlockingCSVs(csvs []CSV, subs []*v1alpha1.Subscription, now time.Time) []Finding {
 	present := map[string]*CSV{}
 	for i := range csvs {
 		present[csvs[i].Namespace+"/"+csvs[i].Name] = &csvs[i]
@@ -42,7 +42,7 @@ func CheckBlockingCSVs(csvs []CSV, subs []v1alpha1.Subscription, now time.Time) 
 	blamedBy := map[string][]*v1alpha1.Subscription{}
 	var order []string
 	for i := range subs {
-		s := &subs[i]
+		s := subs[i]
 		if s.DeletionTimestamp != nil {
 			continue
 		}
@@ -123,7 +123,7 @@ func CheckStuckCSVs(csvs []v1alpha1.ClusterServiceVersion, now time.Time, after 
 // CheckOperatorGroups finds namespaces with more than one OperatorGroup (OLM fails every CSV there
 // with TooManyOperatorGroups, OLM PR #669) and namespaces with Subscriptions but no OperatorGroup
 // (OLM's CSVs there fail with NoOperatorGroup). csvs supply OLM's failures as evidence.
-func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []v1alpha1.Subscription, csvs []v1alpha1.ClusterServiceVersion) []Finding {
+func CheckOperatorGroups(ogs []olmv1.OperatorGroup, subs []*v1alpha1.Subscription, csvs []v1alpha1.ClusterServiceVersion) []Finding {
 	byNS := map[string][]olmv1.OperatorGroup{}
 	for i := range ogs {
 		byNS[ogs[i].Namespace] = append(byNS[ogs[i].Namespace], ogs[i])
@@ -203,7 +203,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // lookup. Each fix names the cleanup that lets OLM unpack again. A failed Job counts only when it
 // is owned by one of OLM's unpack ConfigMaps (unpackConfigMap, pkg/unpack's rule): a tenant's Job
 // with a made-up ConfigMap ownerReference is none. ogs give the OperatorGroup to annotate.
-func CheckUnpackFailures(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps, subs []v1alpha1.Subscription, plans []v1alpha1.InstallPlan, ogs []olmv1.OperatorGroup) []Finding {
+func CheckUnpackFailures(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps, subs []*v1alpha1.Subscription, plans []*v1alpha1.InstallPlan, ogs []olmv1.OperatorGroup) []Finding {
 	var out []Finding
 	failedJobs := map[string][]kubectlcmd.Command{} // namespace -> cleanup commands
 	for i := range jobs {
@@ -230,7 +230,7 @@ func CheckUnpackFailures(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps, s
 		ogOf[g.Namespace] = g.Name
 	}
 	for i := range subs {
-		s := &subs[i]
+		s := subs[i]
 		cond := s.Status.GetCondition(v1alpha1.SubscriptionBundleUnpackFailed)
 		if s.DeletionTimestamp != nil || cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != v1alpha1.ReasonBundleUnpackFailed {
 			continue
@@ -250,7 +250,7 @@ func CheckUnpackFailures(jobs []batchv1.Job, unpackConfigMap UnpackConfigMaps, s
 			cmds...))
 	}
 	for i := range plans {
-		p := &plans[i]
+		p := plans[i]
 		evidence := planUnpackFailure(p)
 		if p.DeletionTimestamp != nil || evidence == "" {
 			continue

@@ -65,7 +65,7 @@ func TestCheckBlockingCSVs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := CheckBlockingCSVs(tt.csvs, tt.subs, now)
+			got := CheckBlockingCSVs(tt.csvs, pointers(tt.subs), now)
 			if tt.want == "" {
 				wants(t, got, "")
 				return
@@ -127,7 +127,7 @@ func TestCheckOperatorGroups(t *testing.T) {
 		failed("two", "TooManyOperatorGroups", "csv created in namespace with multiple operatorgroups, can't pick one automatically"),
 		failed("none", "NoOperatorGroup", "csv in namespace with no operatorgroups"),
 	}
-	got := CheckOperatorGroups(ogs, subs, csvs)
+	got := CheckOperatorGroups(ogs, pointers(subs), csvs)
 	wants(t, got, "OLM:TooManyOperatorGroups:three/c,OLM:TooManyOperatorGroups:two/second,OLM:NoOperatorGroup:none/none",
 		"kubectl -n three delete operatorgroup b c", "kubectl -n two delete operatorgroup second", "kubectl -n none apply -f operatorgroup.json")
 	if e := got[1].Evidence; !strings.Contains(e, "OperatorGroups first, second (oldest first)") || !strings.Contains(e, "Failed, TooManyOperatorGroups: csv created") {
@@ -173,7 +173,7 @@ func TestCheckUnpackFailures(t *testing.T) {
 	ogs := []olmv1.OperatorGroup{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "og"}}}
 
 	olmConfigMaps := unpackConfigMaps(olmConfigMap("cm-failed"))
-	got := CheckUnpackFailures(jobs, olmConfigMaps, []v1alpha1.Subscription{unpackFailed, unpacking}, plans, ogs)
+	got := CheckUnpackFailures(jobs, olmConfigMaps, []*v1alpha1.Subscription{&unpackFailed, &unpacking}, pointers(plans), ogs)
 	name := olm.UnpackName("quay.io/x/beta-bundle:v1")
 	wants(t, got, "OLM:UnpackJobFailed:olm/failed,OLM:BundleUnpackFailed:ns/beta,OLM:InstallPlanUnpackFailed:ns/install-old,OLM:InstallPlanUnpackFailed:ns/install-cond",
 		"kubectl -n olm delete job/failed configmap/cm-failed",

@@ -39,14 +39,18 @@ func (s Subscription) refersTo(name string, uid types.UID) bool {
 func FromSubscriptions(items []v1alpha1.Subscription) []Subscription {
 	out := make([]Subscription, 0, len(items))
 	for i := range items {
-		s := &items[i]
-		v := Subscription{Name: s.Name, UID: s.UID, Deleting: s.DeletionTimestamp != nil}
-		if ref := s.Status.InstallPlanRef; ref != nil && (ref.Namespace == "" || ref.Namespace == s.Namespace) {
-			v.InstallPlanRef, v.InstallPlanRefUID = ref.Name, ref.UID
-		}
-		out = append(out, v)
+		out = append(out, FromSubscription(&items[i]))
 	}
 	return out
+}
+
+// FromSubscription is what the owner checks read of one Subscription.
+func FromSubscription(s *v1alpha1.Subscription) Subscription {
+	v := Subscription{Name: s.Name, UID: s.UID, Deleting: s.DeletionTimestamp != nil}
+	if ref := s.Status.InstallPlanRef; ref != nil && (ref.Namespace == "" || ref.Namespace == s.Namespace) {
+		v.InstallPlanRef, v.InstallPlanRefUID = ref.Name, ref.UID
+	}
+	return v
 }
 
 // Operation is the admission operation being answered.

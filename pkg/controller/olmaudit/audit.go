@@ -83,8 +83,9 @@ type Auditor struct {
 
 // Add registers the auditor with mgr, as a leader-only runnable.
 func Add(mgr manager.Manager, o Options) error {
-	return mgr.Add(&Auditor{Reader: cachedReader{Reader: mgr.GetAPIReader(), Cache: mgr.GetCache()}, Interval: o.Interval, Options: auditOptions(),
-		Idle: queueidle.QueuesIdle(ctrlmetrics.Registry)})
+	opts := auditOptions()
+	opts.Shared = cacheObjects{Informers: mgr.GetCache()}
+	return mgr.Add(&Auditor{Reader: mgr.GetAPIReader(), Interval: o.Interval, Options: opts, Idle: queueidle.QueuesIdle(ctrlmetrics.Registry)})
 }
 
 // NeedLeaderElection: one replica audits, so the gauges of only one replica are set.
