@@ -57,6 +57,9 @@ func (t *Tracker) Start(ctx context.Context) error {
 		return nil
 	}
 	n, err := TrackLabelledCSVs(ctx, t.Reader, t.Client)
+	if err != nil && ctx.Err() != nil {
+		return nil // stopped, or no longer the leader: the next leader runs the pass
+	}
 	if err != nil {
 		log.Error(err, "labelling finalized CSVs labelled as copies", "labelled", n)
 		return nil
