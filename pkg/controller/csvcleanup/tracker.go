@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,9 @@ type Tracker struct {
 	Client client.Writer
 }
 
+// TrackPass is what one pass of the tracker read and labelled.
+type TrackPass struct{ Read, Labelled, Pages int }
+
 // NeedLeaderElection makes the pass run on the leader only.
 func (t *Tracker) NeedLeaderElection() bool { return true }
 
@@ -56,34 +60,36 @@ func (t *Tracker) Start(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	n, err := TrackLabelledCSVs(ctx, t.Reader, t.Client)
+	start := time.Now()
+	pass, err := TrackLabelledCSVs(ctx, t.Reader, t.Client)
 	if err != nil && ctx.Err() != nil {
 		return nil // stopped, or no longer the leader: the next leader runs the pass
 	}
 	if err != nil {
-		log.Error(err, "labelling finalized CSVs labelled as copies", "labelled", n)
+		log.Error(err, "labelling finalized CSVs labelled as copies", "read", pass.Read, "labelled", pass.Labelled)
 		return nil
 	}
-	if n > 0 {
-		log.Info("labelled finalized CSVs labelled as copies, so that the cache holds them", "labelled", n, "label", olmguard.CleanupTrackedLabel)
-	}
+	// Once per leadership: how long the pass took on this cluster, and what it found.
+	log.Info("checked the CSVs labelled as copies for olmguard's finalizer", "read", pass.Read, "labelled", pass.Labelled,
+		"label", olmguard.CleanupTrackedLabel, "pages", pass.Pages, "duration", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
 
 // TrackLabelledCSVs reads the metadata of every CSV labelled olm.copiedFrom and not tracked, a page
 // at a time, and labels those holding olmguard's finalizer (a patch that applies only to the CSV
-// of the UID read). It returns how many it labelled; a CSV it could not label is in the error, and
-// the pass goes on.
-func TrackLabelledCSVs(ctx context.Context, r client.Reader, w client.Writer) (int, error) {
-	labelled := 0
+// of the UID read). A CSV it could not label is in the error, and the pass goes on.
+func TrackLabelledCSVs(ctx context.Context, r client.Reader, w client.Writer) (TrackPass, error) {
+	var pass TrackPass
 	var errs []error
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ClusterServiceVersionList"))
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: cacheneeds.UntrackedCopies}, client.Limit(trackPageSize)}
 	for {
 		if err := r.List(ctx, list, opts...); err != nil {
-			return labelled, fmt.Errorf("listing CSVs labelled %s: %w", olm.CopiedFromLabel, err)
+			return pass, fmt.Errorf("listing CSVs labelled %s: %w", olm.CopiedFromLabel, err)
 		}
+		pass.Pages++
+		pass.Read += len(list.Items)
 		for i := range list.Items {
 			m := &list.Items[i]
 			ops := cleanup.TrackPatch(m.Labels, cleanup.HasFinalizer(m.Finalizers))
@@ -97,11 +103,11 @@ func TrackLabelledCSVs(ctx context.Context, r client.Reader, w client.Writer) (i
 				errs = append(errs, fmt.Errorf("labelling CSV %s/%s %s: %w", m.Namespace, m.Name, olmguard.CleanupTrackedLabel, err))
 			}
 			if done {
-				labelled++
+				pass.Labelled++
 			}
 		}
 		if list.Continue == "" {
-			return labelled, errors.Join(errs...)
+			return pass, errors.Join(errs...)
 		}
 		opts = append(opts[:2], client.Continue(list.Continue))
 	}
