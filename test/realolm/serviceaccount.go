@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/drift"
@@ -117,15 +118,26 @@ func UpgradeWithUserMetadata(ctx context.Context, c client.Client, prefix string
 		return SAKept{}, err
 	}
 	logf("%s: OLM created ServiceAccount %s with labels %v, owners %d", ns, sa.Name, sa.Labels, len(sa.OwnerReferences))
-	if sa.Annotations == nil {
-		sa.Annotations = map[string]string{}
-	}
-	if sa.Labels == nil {
-		sa.Labels = map[string]string{}
-	}
-	sa.Annotations[SARoleAnnotation], sa.Labels[SALabel] = SARole, "a"
-	sa.ImagePullSecrets = append(sa.ImagePullSecrets, corev1.LocalObjectReference{Name: SAPullSecret})
-	if err := c.Update(ctx, sa); err != nil {
+	// As an administrator's edit does, read again and retry when OLM wrote the ServiceAccount in
+	// between (seen on OpenShift 4.20, whose olm-operator restarts and syncs it again).
+	first := true
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			if err := c.Get(ctx, key, sa); err != nil {
+				return err
+			}
+		}
+		first = false
+		if sa.Annotations == nil {
+			sa.Annotations = map[string]string{}
+		}
+		if sa.Labels == nil {
+			sa.Labels = map[string]string{}
+		}
+		sa.Annotations[SARoleAnnotation], sa.Labels[SALabel] = SARole, "a"
+		sa.ImagePullSecrets = append(sa.ImagePullSecrets, corev1.LocalObjectReference{Name: SAPullSecret})
+		return c.Update(ctx, sa)
+	}); err != nil {
 		return SAKept{}, err
 	}
 	upgraded, err := ApprovePlanFor(ctx, c, sub, v2, tolerateStuck)

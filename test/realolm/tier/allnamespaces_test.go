@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	corev1 "k8s.io/api/core/v1"
 	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,19 +123,7 @@ func TestAllNamespacesInstall(t *testing.T) {
 		}
 		// Every copy goes with it, in every namespace: none is held by olmguard, and none is left to
 		// show up in the later scenarios' namespaces.
-		testenv.EventuallyExplained(t, "no copy of "+name+" left", func(ctx context.Context) (bool, string, error) {
-			csvs := &v1alpha1.ClusterServiceVersionList{}
-			if err := c.Client.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: global}); err != nil {
-				return false, "", err
-			}
-			var left []string
-			for _, csv := range csvs.Items {
-				if csv.Name == name {
-					left = append(left, csv.Namespace+" (finalizers "+fmt.Sprint(csv.Finalizers)+")")
-				}
-			}
-			return len(left) == 0, fmt.Sprintf("copies left in %v", left), nil
-		})
+		waitCopiesGone(t, c.Client, global, name)
 		back := &v1alpha1.ClusterServiceVersion{}
 		err := c.Client.Get(ctx, client.ObjectKeyFromObject(original), back)
 		if apierrors.IsNotFound(err) {
@@ -148,4 +136,50 @@ func TestAllNamespacesInstall(t *testing.T) {
 		original = back
 	}
 	checkLogs(t, o)
+}
+
+// waitCopiesGone waits for OLM to delete every copy of CSV name from namespace global. A copy held
+// by olmguard's finalizer fails the test. Copies OLM leaves for good, held by nothing, are OLM's
+// race, not olmguard's (seen in rehearsals on v0.46.0 and on OpenShift 4.20, whose olm-operator
+// restarts every two minutes on kwok: its deletion of the original requeues the copies by name,
+// and a copy its cache does not hold yet is dropped until a resync): they are logged, then deleted
+// as an administrator would, so that none reaches a later scenario.
+func waitCopiesGone(t *testing.T, c client.Client, global, name string) {
+	t.Helper()
+	var left []v1alpha1.ClusterServiceVersion
+	err := testenv.Poll(context.Background(), func(ctx context.Context) (bool, error) {
+		csvs := &v1alpha1.ClusterServiceVersionList{}
+		if err := c.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: global}); err != nil {
+			return false, err
+		}
+		left = slices.DeleteFunc(csvs.Items, func(csv v1alpha1.ClusterServiceVersion) bool { return csv.Name != name })
+		return len(left) == 0, nil
+	})
+	if err == nil {
+		t.Logf("no copy of %s left", name)
+		return
+	}
+	var where []string
+	held := false
+	for _, csv := range left {
+		where = append(where, csv.Namespace+" (finalizers "+fmt.Sprint(csv.Finalizers)+")")
+		held = held || slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer)
+	}
+	if held {
+		t.Fatalf("copies of %s left %s after the uninstall, some held by olmguard's finalizer %s: %v", name, testenv.Patience, olmguard.CleanupFinalizer, where)
+	}
+	t.Logf("OLM left %d copies of %s for %s, none held by olmguard (OLM's race, not olmguard's): %v; deleting them as an administrator would", len(left), name, testenv.Patience, where)
+	ctx := context.Background()
+	for i := range left {
+		if err := c.Delete(ctx, &left[i]); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, "the copies of "+name+" deleted by hand gone", func(ctx context.Context) (bool, error) {
+		csvs := &v1alpha1.ClusterServiceVersionList{}
+		if err := c.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: global}); err != nil {
+			return false, err
+		}
+		return !slices.ContainsFunc(csvs.Items, func(csv v1alpha1.ClusterServiceVersion) bool { return csv.Name == name }), nil
+	})
 }
