@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/pkg/olm"
@@ -69,10 +68,7 @@ func TestAllNamespacesInstall(t *testing.T) {
 		t.Errorf("OLM's copy %s/%s carries olmguard's finalizer: %v", other, name, copied.Finalizers)
 	}
 	// The uninstall starts once OLM has copied the CSV into every namespace, as an administrator's
-	// would: a copy OLM creates while the original is being deleted may not be in its informer's
-	// cache when the deletion requeues the copies, and then stays until OLM resyncs it (seen once
-	// in a rehearsal on v0.46.0: every copy left 2 minutes after the original was gone; OLM's
-	// handleClusterServiceVersionDeletion requeues copies by name, syncCopiedCsv drops unknown ones).
+	// would.
 	testenv.EventuallyExplained(t, "OLM's copies of "+name+" in every namespace", func(ctx context.Context) (bool, string, error) {
 		nss := &corev1.NamespaceList{}
 		if err := c.Client.List(ctx, nss); err != nil {
@@ -122,64 +118,47 @@ func TestAllNamespacesInstall(t *testing.T) {
 			t.Logf("OLM created %s/%s again %d time(s) after its delete; deleted again", global, name, recreated)
 		}
 		// Every copy goes with it, in every namespace: none is held by olmguard, and none is left to
-		// show up in the later scenarios' namespaces.
-		waitCopiesGone(t, c.Client, global, name)
-		back := &v1alpha1.ClusterServiceVersion{}
-		err := c.Client.Get(ctx, client.ObjectKeyFromObject(original), back)
-		if apierrors.IsNotFound(err) {
+		// show up in the later scenarios' namespaces. Unless OLM creates the CSV again once
+		// DeleteCSV saw it gone: then its copies are OLM's again, and it is deleted once more.
+		back := waitCopiesGoneOrCSVBack(t, c.Client, original)
+		if back == nil {
 			break
 		}
-		if err != nil || round == olmPlanRetries {
-			t.Fatalf("the CSV %s/%s is back after the uninstall, round %d (err=%v)", global, name, round, err)
+		if round == olmPlanRetries {
+			t.Fatalf("the CSV %s/%s is back after the uninstall, round %d", global, name, round)
 		}
-		t.Logf("OLM created %s/%s again after its copies were gone (round %d); deleting it again", global, name, round)
+		t.Logf("OLM created %s/%s again after its delete (round %d); deleting it again", global, name, round)
 		original = back
 	}
 	checkLogs(t, o)
 }
 
-// waitCopiesGone waits for OLM to delete every copy of CSV name from namespace global. A copy held
-// by olmguard's finalizer fails the test. Copies OLM leaves for good, held by nothing, are OLM's
-// race, not olmguard's (seen in rehearsals on v0.46.0 and on OpenShift 4.20, whose olm-operator
-// restarts every two minutes on kwok: its deletion of the original requeues the copies by name,
-// and a copy its cache does not hold yet is dropped until a resync): they are logged, then deleted
-// as an administrator would, so that none reaches a later scenario.
-func waitCopiesGone(t *testing.T, c client.Client, global, name string) {
+// waitCopiesGoneOrCSVBack waits until OLM has deleted every copy of the deleted CSV original, and
+// returns nil; or until OLM has created original again (a new object of its name), and returns
+// that. Copies left, whatever holds them, fail the test with their finalizers.
+func waitCopiesGoneOrCSVBack(t *testing.T, c client.Client, original *v1alpha1.ClusterServiceVersion) *v1alpha1.ClusterServiceVersion {
 	t.Helper()
-	var left []v1alpha1.ClusterServiceVersion
-	err := testenv.Poll(context.Background(), func(ctx context.Context) (bool, error) {
+	var back *v1alpha1.ClusterServiceVersion
+	testenv.EventuallyExplained(t, "no copy of "+original.Name+" left, or the CSV created again", func(ctx context.Context) (bool, string, error) {
+		csv := &v1alpha1.ClusterServiceVersion{}
+		switch err := c.Get(ctx, client.ObjectKeyFromObject(original), csv); {
+		case err == nil && csv.UID != original.UID && csv.DeletionTimestamp == nil:
+			back = csv
+			return true, "", nil
+		case client.IgnoreNotFound(err) != nil:
+			return false, "", err
+		}
 		csvs := &v1alpha1.ClusterServiceVersionList{}
-		if err := c.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: global}); err != nil {
-			return false, err
+		if err := c.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: original.Namespace}); err != nil {
+			return false, "", err
 		}
-		left = slices.DeleteFunc(csvs.Items, func(csv v1alpha1.ClusterServiceVersion) bool { return csv.Name != name })
-		return len(left) == 0, nil
+		var left []string
+		for _, copied := range csvs.Items {
+			if copied.Name == original.Name {
+				left = append(left, copied.Namespace+" (finalizers "+fmt.Sprint(copied.Finalizers)+")")
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("copies left in %v", left), nil
 	})
-	if err == nil {
-		t.Logf("no copy of %s left", name)
-		return
-	}
-	var where []string
-	held := false
-	for _, csv := range left {
-		where = append(where, csv.Namespace+" (finalizers "+fmt.Sprint(csv.Finalizers)+")")
-		held = held || slices.Contains(csv.Finalizers, olmguard.CleanupFinalizer)
-	}
-	if held {
-		t.Fatalf("copies of %s left %s after the uninstall, some held by olmguard's finalizer %s: %v", name, testenv.Patience, olmguard.CleanupFinalizer, where)
-	}
-	t.Logf("OLM left %d copies of %s for %s, none held by olmguard (OLM's race, not olmguard's): %v; deleting them as an administrator would", len(left), name, testenv.Patience, where)
-	ctx := context.Background()
-	for i := range left {
-		if err := c.Delete(ctx, &left[i]); client.IgnoreNotFound(err) != nil {
-			t.Fatal(err)
-		}
-	}
-	testenv.Eventually(t, "the copies of "+name+" deleted by hand gone", func(ctx context.Context) (bool, error) {
-		csvs := &v1alpha1.ClusterServiceVersionList{}
-		if err := c.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: global}); err != nil {
-			return false, err
-		}
-		return !slices.ContainsFunc(csvs.Items, func(csv v1alpha1.ClusterServiceVersion) bool { return csv.Name == name }), nil
-	})
+	return back
 }
