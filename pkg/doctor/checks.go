@@ -77,8 +77,8 @@ func CheckInstallPlans(plans []*v1alpha1.InstallPlan, subs []*v1alpha1.Subscript
 	// What the owner check reads of each Subscription, not a copy of it: the controller's audit
 	// checks 20,000 plans and Subscriptions on a cluster of 2,000 namespaces.
 	byNS := map[string][]owners.Subscription{}
-	for i := range subs {
-		byNS[subs[i].Namespace] = append(byNS[subs[i].Namespace], owners.FromSubscription(subs[i]))
+	for _, s := range subs {
+		byNS[s.Namespace] = append(byNS[s.Namespace], owners.FromSubscription(s))
 	}
 	var out []Finding
 	for i := range plans {

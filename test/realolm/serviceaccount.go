@@ -118,16 +118,12 @@ func UpgradeWithUserMetadata(ctx context.Context, c client.Client, prefix string
 		return SAKept{}, err
 	}
 	logf("%s: OLM created ServiceAccount %s with labels %v, owners %d", ns, sa.Name, sa.Labels, len(sa.OwnerReferences))
-	// As an administrator's edit does, read again and retry when OLM wrote the ServiceAccount in
+	// As an administrator's edit does, read and write again when OLM wrote the ServiceAccount in
 	// between (seen on OpenShift 4.20, whose olm-operator restarts and syncs it again).
-	first := true
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			if err := c.Get(ctx, key, sa); err != nil {
-				return err
-			}
+		if err := c.Get(ctx, key, sa); err != nil {
+			return err
 		}
-		first = false
 		if sa.Annotations == nil {
 			sa.Annotations = map[string]string{}
 		}

@@ -74,13 +74,13 @@ func TestAllNamespacesInstall(t *testing.T) {
 		if err := c.Client.List(ctx, nss); err != nil {
 			return false, "", err
 		}
-		csvs := &v1alpha1.ClusterServiceVersionList{}
-		if err := c.Client.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: global}); err != nil {
+		copies, err := copiesOf(ctx, c.Client, global, name)
+		if err != nil {
 			return false, "", err
 		}
 		has := map[string]bool{}
-		for _, csv := range csvs.Items {
-			if csv.Name == name && csv.Status.Reason == v1alpha1.CSVReasonCopied {
+		for _, csv := range copies {
+			if csv.Status.Reason == v1alpha1.CSVReasonCopied {
 				has[csv.Namespace] = true
 			}
 		}
@@ -148,17 +148,24 @@ func waitCopiesGoneOrCSVBack(t *testing.T, c client.Client, original *v1alpha1.C
 		case client.IgnoreNotFound(err) != nil:
 			return false, "", err
 		}
-		csvs := &v1alpha1.ClusterServiceVersionList{}
-		if err := c.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: original.Namespace}); err != nil {
+		copies, err := copiesOf(ctx, c, original.Namespace, original.Name)
+		if err != nil {
 			return false, "", err
 		}
 		var left []string
-		for _, copied := range csvs.Items {
-			if copied.Name == original.Name {
-				left = append(left, copied.Namespace+" (finalizers "+fmt.Sprint(copied.Finalizers)+")")
-			}
+		for _, copied := range copies {
+			left = append(left, copied.Namespace+" (finalizers "+fmt.Sprint(copied.Finalizers)+")")
 		}
 		return len(left) == 0, fmt.Sprintf("copies left in %v", left), nil
 	})
 	return back
+}
+
+// copiesOf lists OLM's copies of CSV name of namespace global, in every namespace.
+func copiesOf(ctx context.Context, c client.Client, global, name string) ([]v1alpha1.ClusterServiceVersion, error) {
+	csvs := &v1alpha1.ClusterServiceVersionList{}
+	if err := c.List(ctx, csvs, client.MatchingLabels{olm.CopiedFromLabel: global}); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(csvs.Items, func(csv v1alpha1.ClusterServiceVersion) bool { return csv.Name != name }), nil
 }
