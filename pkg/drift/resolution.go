@@ -59,3 +59,11 @@ func LastNudge(sub *v1alpha1.Subscription) time.Time {
 	}
 	return t
 }
+
+// Actionable reports whether the subscription-drift reconciler has something to look at in sub,
+// plan being the one PlanKey names (nil when it does not exist): its conditions disagree with the
+// plan (Compare), or its unsatisfiable resolution blames installed CSVs, which may be gone
+// (StaleResolution). Any other Subscription it only forgets.
+func Actionable(sub *v1alpha1.Subscription, plan *v1alpha1.InstallPlan) bool {
+	return len(BlamedCSVs(sub)) > 0 || len(Compare(sub, plan)) > 0
+}

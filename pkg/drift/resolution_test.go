@@ -71,3 +71,36 @@ func TestLastNudge(t *testing.T) {
 		t.Error("an annotation that is not a time reads as a nudge")
 	}
 }
+
+// Actionable, which keeps the controller's first pass to the Subscriptions the drift reconciler
+// acts on: a disagreement with the plan, or a resolution failure blaming installed CSVs.
+func TestActionable(t *testing.T) {
+	ref := &corev1.ObjectReference{Namespace: "ns", Name: "install-1"}
+	complete := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "install-1"}, Status: v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseComplete}}
+	installing := &v1alpha1.InstallPlan{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "install-1"}, Status: v1alpha1.InstallPlanStatus{Phase: v1alpha1.InstallPlanPhaseInstalling}}
+	sub := func(ref *corev1.ObjectReference, conds ...v1alpha1.SubscriptionCondition) *v1alpha1.Subscription {
+		s := &v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "alpha"}}
+		s.Status.InstallPlanRef, s.Status.Conditions = ref, conds
+		return s
+	}
+	blamed := v1alpha1.SubscriptionCondition{Type: v1alpha1.SubscriptionResolutionFailed, Status: corev1.ConditionTrue,
+		Reason: ReasonConstraintsNotSatisfiable, Message: "constraints not satisfiable: @existing/ns//alpha.v1.0.0"}
+	for _, tt := range []struct {
+		name string
+		sub  *v1alpha1.Subscription
+		plan *v1alpha1.InstallPlan
+		want bool
+	}{
+		{"no plan referenced, nothing blamed", sub(nil), nil, false},
+		{"agrees with its Complete plan", sub(ref), complete, false},
+		{"its plan Installing, no Pending condition", sub(ref), installing, true},
+		{"its plan gone", sub(ref), nil, true},
+		{"its resolution blames an installed CSV", sub(nil, blamed), nil, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Actionable(tt.sub, tt.plan); got != tt.want {
+				t.Errorf("Actionable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

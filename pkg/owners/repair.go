@@ -19,6 +19,24 @@ func Repairable(ip *v1alpha1.InstallPlan) bool {
 // The repair and drift reconcilers both apply it (pkg/write.RepairOwners, with a guard on the
 // plan's resourceVersion): a stale Subscription can be the F1 failure's consequence.
 func RepairPatch(ip *v1alpha1.InstallPlan, subs []v1alpha1.Subscription) ([]jsonpatch.Operation, []Subscription) {
-	want := InstallPlanOwners(Update, ip.Name, ip.UID, ip.OwnerReferences, FromSubscriptions(subs))
+	return repairPatch(ip, FromSubscriptions(subs))
+}
+
+func repairPatch(ip *v1alpha1.InstallPlan, subs []Subscription) ([]jsonpatch.Operation, []Subscription) {
+	want := InstallPlanOwners(Update, ip.Name, ip.UID, ip.OwnerReferences, subs)
 	return OwnerReferencesPatch(ip.OwnerReferences, want), want
+}
+
+// NeedsRepair reports whether the repair would patch the plan now (Repairable, and RepairPatch
+// has operations), subs being its namespace's Subscriptions as the controller's cache holds them.
+func NeedsRepair(ip *v1alpha1.InstallPlan, subs []*v1alpha1.Subscription) bool {
+	if !Repairable(ip) {
+		return false
+	}
+	views := make([]Subscription, 0, len(subs))
+	for _, s := range subs {
+		views = append(views, FromSubscription(s))
+	}
+	ops, _ := repairPatch(ip, views)
+	return len(ops) > 0
 }

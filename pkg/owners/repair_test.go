@@ -40,8 +40,19 @@ func TestRepair(t *testing.T) {
 			subs: []v1alpha1.Subscription{sub("a", "install-1"), sub("b", "install-2")}, wantRepairable: true, wantOwners: []string{"a"}, wantOps: 1},
 		{name: "populated, owners complete: nothing", plan: plan(populated, nil, SubscriptionOwnerRef("a", "uid-a")),
 			subs: []v1alpha1.Subscription{sub("a", "install-1")}, wantRepairable: true, wantOwners: []string{"a"}},
+		{name: "populated, an owner of a stale UID: its UID set", plan: plan(populated, nil, SubscriptionOwnerRef("a", "uid-old")),
+			subs: []v1alpha1.Subscription{sub("a", "install-2")}, wantRepairable: true, wantOwners: []string{"a"}, wantOps: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// NeedsRepair, which keeps the controller's first pass to the plans to patch, says
+			// exactly when RepairPatch patches.
+			ptrs := make([]*v1alpha1.Subscription, len(tc.subs))
+			for i := range tc.subs {
+				ptrs[i] = &tc.subs[i]
+			}
+			if got := NeedsRepair(tc.plan, ptrs); got != (tc.wantOps > 0) {
+				t.Errorf("NeedsRepair = %v, want %v", got, tc.wantOps > 0)
+			}
 			if got := Repairable(tc.plan); got != tc.wantRepairable {
 				t.Fatalf("Repairable = %v, want %v", got, tc.wantRepairable)
 			}

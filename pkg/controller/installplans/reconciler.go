@@ -9,13 +9,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/internal/cacheneeds"
+	"github.com/olmguard/olmguard/internal/cachepeek"
+	"github.com/olmguard/olmguard/internal/firstlist"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
+	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/pkg/write"
 )
 
@@ -43,12 +47,19 @@ func Add(mgr manager.Manager) error {
 	return r.SetupWithManager(mgr)
 }
 
-// SetupWithManager watches InstallPlans, and Subscriptions mapped to the plan they reference.
+// SetupWithManager watches InstallPlans, and Subscriptions mapped to the plan they reference. Of
+// the initial list (each start and each leadership), only the plans the repair would patch enter
+// the queue (firstlist): the plan's check reads every Subscription of its namespace, so the
+// Subscriptions' own initial events add nothing.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	informers := mgr.GetCache()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		For(&v1alpha1.InstallPlan{}).
-		Watches(&v1alpha1.Subscription{}, handler.EnqueueRequestsFromMapFunc(planOfSubscription)).
+		For(&v1alpha1.InstallPlan{}, builder.WithPredicates(firstlist.Unless(func(ctx context.Context, ip *v1alpha1.InstallPlan) (bool, error) {
+			subs, err := cachepeek.List[v1alpha1.Subscription](ctx, informers, ip.Namespace)
+			return err == nil && owners.NeedsRepair(ip, subs), err
+		}))).
+		Watches(&v1alpha1.Subscription{}, handler.EnqueueRequestsFromMapFunc(planOfSubscription), builder.WithPredicates(firstlist.Skip())).
 		Complete(r)
 }
 

@@ -2,13 +2,11 @@ package olmaudit
 
 import (
 	"context"
-	"fmt"
 
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/internal/cacheneeds"
+	"github.com/olmguard/olmguard/internal/cachepeek"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
 
@@ -32,42 +30,9 @@ func CacheNeeds() cacheneeds.Needs {
 type cacheObjects struct{ Informers cache.Informers }
 
 func (c cacheObjects) Subscriptions(ctx context.Context, namespace string) ([]*v1alpha1.Subscription, error) {
-	return cached[v1alpha1.Subscription](ctx, c.Informers, namespace)
+	return cachepeek.List[v1alpha1.Subscription](ctx, c.Informers, namespace)
 }
 
 func (c cacheObjects) InstallPlans(ctx context.Context, namespace string) ([]*v1alpha1.InstallPlan, error) {
-	return cached[v1alpha1.InstallPlan](ctx, c.Informers, namespace)
-}
-
-// indexed is the part of client-go's shared informer, under controller-runtime's, that holds the
-// objects.
-type indexed interface{ GetIndexer() toolscache.Indexer }
-
-// cached returns the objects of kind T the cache holds in namespace ("": all), once its informer
-// has synced.
-func cached[T any, PT interface {
-	*T
-	client.Object
-}](ctx context.Context, informers cache.Informers, namespace string) ([]*T, error) {
-	inf, err := informers.GetInformer(ctx, PT(new(T)))
-	if err != nil {
-		return nil, err
-	}
-	ix, ok := inf.(indexed)
-	if !ok {
-		return nil, fmt.Errorf("the cache's informer for %T (%T) holds no indexer", PT(nil), inf)
-	}
-	var objs []any
-	if namespace == "" {
-		objs = ix.GetIndexer().List()
-	} else if objs, err = ix.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace); err != nil {
-		return nil, err
-	}
-	out := make([]*T, 0, len(objs))
-	for _, o := range objs {
-		if t, ok := o.(PT); ok {
-			out = append(out, t)
-		}
-	}
-	return out, nil
+	return cachepeek.List[v1alpha1.InstallPlan](ctx, c.Informers, namespace)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,47 +11,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/olmguard/olmguard/internal/cachepeek/cachepeektest"
 	"github.com/olmguard/olmguard/pkg/doctor"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 )
-
-// fakeInformers holds the objects as controller-runtime's cache does: in client-go informers'
-// indexers, by namespace.
-type fakeInformers struct {
-	cache.Informers
-	byKind map[string]toolscache.Indexer
-	gets   int
-}
-
-type fakeInformer struct {
-	cache.Informer
-	indexer toolscache.Indexer
-}
-
-func (f fakeInformer) GetIndexer() toolscache.Indexer { return f.indexer }
-
-func (f *fakeInformers) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
-	f.gets++
-	ix, ok := f.byKind[fmt.Sprintf("%T", obj)]
-	if !ok {
-		return nil, fmt.Errorf("%T is not cached", obj)
-	}
-	return fakeInformer{indexer: ix}, nil
-}
-
-func indexerOf(t *testing.T, objs ...client.Object) toolscache.Indexer {
-	ix := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	for _, o := range objs {
-		if err := ix.Add(o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ix
-}
 
 // liveReader lists nothing of the other kinds, and fails the kinds the cache serves.
 type liveReader struct{ client.Reader }
@@ -91,8 +55,7 @@ func TestAuditReadsSubscriptionsAndPlansFromTheCache(t *testing.T) {
 	for _, o := range append(slices.Clone(subs), plans...) {
 		before = append(before, o.DeepCopyObject().(client.Object))
 	}
-	informers := &fakeInformers{byKind: map[string]toolscache.Indexer{
-		"*v1alpha1.Subscription": indexerOf(t, subs...), "*v1alpha1.InstallPlan": indexerOf(t, plans...)}}
+	informers := cachepeektest.New(t, append(slices.Clone(subs), plans...)...)
 	shared := cacheObjects{Informers: informers}
 
 	o := auditOptions()
@@ -102,8 +65,8 @@ func TestAuditReadsSubscriptionsAndPlansFromTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if informers.gets != 2 || report.Checked["Subscriptions"] != 3 || report.Checked["InstallPlans"] != 3 {
-		t.Errorf("informers read %d times, checked %v; want 2 reads and 3 of each", informers.gets, report.Checked)
+	if informers.Gets != 2 || report.Checked["Subscriptions"] != 3 || report.Checked["InstallPlans"] != 3 {
+		t.Errorf("informers read %d times, checked %v; want 2 reads and 3 of each", informers.Gets, report.Checked)
 	}
 	for i, o := range append(slices.Clone(subs), plans...) {
 		if !equality.Semantic.DeepEqual(o, before[i]) {
@@ -125,19 +88,4 @@ func TestAuditReadsSubscriptionsAndPlansFromTheCache(t *testing.T) {
 	if len(one) != 1 || client.Object(one[0]) != plans[1] {
 		t.Errorf("InstallPlans of team-1: %d objects, want the cached one", len(one))
 	}
-}
-
-// TestCacheObjectsNeedsAnIndexer: an informer without client-go's indexer ends the audit with an
-// error naming it, rather than an audit that checked nothing.
-func TestCacheObjectsNeedsAnIndexer(t *testing.T) {
-	_, err := cacheObjects{Informers: noIndexer{}}.Subscriptions(context.Background(), "")
-	if err == nil || !strings.Contains(err.Error(), "holds no indexer") {
-		t.Errorf("err = %v, want one naming the missing indexer", err)
-	}
-}
-
-type noIndexer struct{ cache.Informers }
-
-func (noIndexer) GetInformer(context.Context, client.Object, ...cache.InformerGetOption) (cache.Informer, error) {
-	return struct{ cache.Informer }{}, nil
 }

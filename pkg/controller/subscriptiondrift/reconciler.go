@@ -18,12 +18,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/olmguard/olmguard/internal/cacheneeds"
+	"github.com/olmguard/olmguard/internal/cachepeek"
+	"github.com/olmguard/olmguard/internal/firstlist"
 	"github.com/olmguard/olmguard/internal/flags"
 	"github.com/olmguard/olmguard/internal/printable"
 	"github.com/olmguard/olmguard/pkg/drift"
@@ -95,38 +98,51 @@ func Add(mgr manager.Manager, o Options) error {
 
 // SetupWithManager watches Subscriptions, and InstallPlans mapped to the Subscriptions whose
 // installPlanRef names them: not to the plan's owners, since a missing owner is one cause of drift.
+// Of the initial list (each start and each leadership), only the Subscriptions there is something
+// to look at in (drift.Actionable, with their plan from the cache) enter the queue (firstlist):
+// the plans' and CSVs' own initial events add nothing to that. The mappings read the cache's
+// objects themselves (cachepeek): a List copies every Subscription of the namespace, for each
+// plan's event.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
-	c := mgr.GetClient()
+	informers := mgr.GetCache()
+	subscriptionsWhere := func(ctx context.Context, namespace string, match func(*v1alpha1.Subscription) bool) []reconcile.Request {
+		subs, err := cachepeek.List[v1alpha1.Subscription](ctx, informers, namespace)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "reading the cached Subscriptions", "namespace", namespace)
+			return nil
+		}
+		var out []reconcile.Request
+		for _, s := range subs {
+			if match(s) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
+			}
+		}
+		return out
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		For(&v1alpha1.Subscription{}).
-		Watches(&v1alpha1.InstallPlan{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			subs := &v1alpha1.SubscriptionList{}
-			if err := c.List(ctx, subs, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil { // read only
-				return nil
-			}
-			var out []reconcile.Request
-			for _, s := range subs.Items {
-				if ref := s.Status.InstallPlanRef; ref != nil && ref.Name == o.GetName() {
-					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+		For(&v1alpha1.Subscription{}, builder.WithPredicates(firstlist.Unless(func(ctx context.Context, sub *v1alpha1.Subscription) (bool, error) {
+			var plan *v1alpha1.InstallPlan
+			if key, ok := drift.PlanKey(sub); ok {
+				var err error
+				if plan, err = cachepeek.Get[v1alpha1.InstallPlan](ctx, informers, key); err != nil {
+					return true, err
 				}
 			}
-			return out
-		})).
+			return drift.Actionable(sub, plan), nil
+		}))).
+		Watches(&v1alpha1.InstallPlan{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return subscriptionsWhere(ctx, o.GetNamespace(), func(s *v1alpha1.Subscription) bool {
+				ref := s.Status.InstallPlanRef
+				return ref != nil && ref.Name == o.GetName()
+			})
+		}), builder.WithPredicates(firstlist.Skip())).
 		// A CSV's deletion may be what an unsatisfiable resolution waits for (drift.StaleResolution).
 		Watches(&v1alpha1.ClusterServiceVersion{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			subs := &v1alpha1.SubscriptionList{}
-			if err := c.List(ctx, subs, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil { // read only
-				return nil
-			}
-			var out []reconcile.Request
-			for _, s := range subs.Items {
-				if slices.Contains(drift.BlamedCSVs(&s), o.GetName()) {
-					out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
-				}
-			}
-			return out
-		})).
+			return subscriptionsWhere(ctx, o.GetNamespace(), func(s *v1alpha1.Subscription) bool {
+				return slices.Contains(drift.BlamedCSVs(s), o.GetName())
+			})
+		}), builder.WithPredicates(firstlist.Skip())).
 		Complete(r)
 }
 
