@@ -8,6 +8,7 @@ package firstlist
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,8 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
-// MaxWait bounds how long a decision may wait for the cache it reads (an informer still listing):
-// past it, the object is kept, as it is when the decision cannot read the cache at all.
+// MaxWait bounds how long the decisions of one predicate may wait, all together, for the cache
+// they read (an informer still listing), from the first initial-list event: past it, every object
+// is kept, as it is when a decision cannot read the cache at all. A cache that never syncs (a kind
+// olmguard may not list) then delays the queue by MaxWait once, not once per object.
 const MaxWait = 5 * time.Minute
 
 // Skip drops every Create event of the initial list: for a watch whose objects only stand for
@@ -26,15 +29,25 @@ func Skip() predicate.Funcs {
 }
 
 // Unless keeps a Create event of the initial list only when acts says the reconciler would act on
-// the object (or the object is not a T). acts reads the cache through ctx, which ends after
-// MaxWait; an error keeps the object.
+// the object (or the object is not a T). acts reads the cache through ctx, which ends MaxWait
+// after the predicate's first initial-list event; an error keeps the object.
 func Unless[T client.Object](acts func(ctx context.Context, obj T) (bool, error)) predicate.Funcs {
+	var (
+		mu       sync.Mutex
+		deadline time.Time
+	)
 	return predicate.Funcs{CreateFunc: func(e event.CreateEvent) bool {
 		obj, ok := e.Object.(T)
 		if !e.IsInInitialList || !ok {
 			return true
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), MaxWait)
+		mu.Lock()
+		if deadline.IsZero() {
+			deadline = time.Now().Add(MaxWait)
+		}
+		d := deadline
+		mu.Unlock()
+		ctx, cancel := context.WithDeadline(context.Background(), d)
 		defer cancel()
 		act, err := acts(ctx, obj)
 		return act || err != nil

@@ -3,7 +3,9 @@ package firstlist
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,5 +57,22 @@ func TestUnlessKeepsWhatTheReconcilerActsOn(t *testing.T) {
 				t.Errorf("decision asked = %v, want it asked only for an initial-list object of its kind", asked)
 			}
 		})
+	}
+}
+
+// The decisions of one predicate share one deadline, from its first initial-list event: a cache
+// that never syncs keeps later objects at once instead of making each wait MaxWait.
+func TestUnlessSharesOneDeadline(t *testing.T) {
+	var deadlines []time.Time
+	p := Unless(func(ctx context.Context, _ *corev1.Pod) (bool, error) {
+		d, _ := ctx.Deadline()
+		deadlines = append(deadlines, d)
+		return false, nil
+	})
+	for i := range 3 {
+		p.Create(event.CreateEvent{Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint(i)}}, IsInInitialList: true})
+	}
+	if len(deadlines) != 3 || !deadlines[0].Equal(deadlines[1]) || !deadlines[0].Equal(deadlines[2]) {
+		t.Errorf("deadlines %v, want one shared by every decision", deadlines)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/olmguard/olmguard/internal/queueidle"
-	"github.com/olmguard/olmguard/pkg/controller"
 	"github.com/olmguard/olmguard/pkg/controller/installplans"
 	"github.com/olmguard/olmguard/pkg/controller/subscriptiondrift"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
@@ -53,16 +52,12 @@ func TestFirstPassQueuesOnlyWhatNeedsWork(t *testing.T) {
 	}
 
 	before := queueAdds(t)
-	mgr, err := controller.NewManager(env.Config, testenv.ManagerOptions(), setup.DefaultController().Reconcilers()...)
+	stop, err := testenv.RunManager(env.Config, testenv.ManagerOptions(), setup.DefaultController().Reconcilers()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Error(err)
 		}
 	})
