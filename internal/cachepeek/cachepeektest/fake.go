@@ -37,13 +37,6 @@ func New(tb testing.TB, objs ...client.Object) *Informers {
 	return f
 }
 
-// Empty makes the cache hold the kind of obj, with no object of it.
-func (f *Informers) Empty(obj client.Object) *Informers {
-	f.byKind[fmt.Sprintf("%T", obj)] = toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc,
-		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	return f
-}
-
 type informer struct {
 	cache.Informer
 	indexer toolscache.Indexer
