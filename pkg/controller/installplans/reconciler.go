@@ -6,7 +6,6 @@ package installplans
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -18,6 +17,7 @@ import (
 	"github.com/olmguard/olmguard/internal/cacheneeds"
 	"github.com/olmguard/olmguard/internal/cachepeek"
 	"github.com/olmguard/olmguard/internal/firstlist"
+	"github.com/olmguard/olmguard/pkg/drift"
 	"github.com/olmguard/olmguard/pkg/olm/v1alpha1"
 	"github.com/olmguard/olmguard/pkg/owners"
 	"github.com/olmguard/olmguard/pkg/write"
@@ -63,12 +63,17 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Complete(r)
 }
 
+// planOfSubscription maps a Subscription to the plan its status.installPlanRef names (drift.PlanKey).
 func planOfSubscription(_ context.Context, o client.Object) []reconcile.Request {
 	sub, ok := o.(*v1alpha1.Subscription)
-	if !ok || sub.Status.InstallPlanRef == nil || sub.Status.InstallPlanRef.Name == "" {
+	if !ok {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: sub.Namespace, Name: sub.Status.InstallPlanRef.Name}}}
+	key, ok := drift.PlanKey(sub)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: key}}
 }
 
 // Reconcile patches one plan if a Subscription that references it is missing from its owners.

@@ -133,8 +133,8 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		}))).
 		Watches(&v1alpha1.InstallPlan{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return subscriptionsWhere(ctx, o.GetNamespace(), func(s *v1alpha1.Subscription) bool {
-				ref := s.Status.InstallPlanRef
-				return ref != nil && ref.Name == o.GetName()
+				key, ok := drift.PlanKey(s)
+				return ok && key.Name == o.GetName()
 			})
 		}), builder.WithPredicates(firstlist.Skip())).
 		// A CSV's deletion may be what an unsatisfiable resolution waits for (drift.StaleResolution).
