@@ -3,9 +3,13 @@ package csvcleanup_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,5 +98,53 @@ func TestTrackLabelledCSVsPages(t *testing.T) {
 		if len(ops) < 2 || ops[0]["op"] != "test" || ops[0]["path"] != "/metadata/uid" || ops[0]["value"] != fmt.Sprintf("uid-%d", i) {
 			t.Errorf("team-%d: patch %v does not start with a test of the UID read", i, ops)
 		}
+	}
+}
+
+// failingCopies fails every List, after calling stop (when set): the leadership lost, or the
+// process stopped, while the pass reads.
+type failingCopies struct {
+	client.Reader
+	stop func()
+}
+
+func (f failingCopies) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	if f.stop != nil {
+		f.stop()
+	}
+	return errors.New("connection refused")
+}
+
+// TestTrackerQuietWhenStopped: a pass cut short because this replica stopped leading (its context
+// ended) logs nothing, since the next leader runs it again; a pass that fails while leading logs
+// the error. Fails without Start's check of the context: every hand-over of leadership on a large
+// cluster, where the pass reads for tens of seconds, would log an error about nothing.
+func TestTrackerQuietWhenStopped(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		stop      bool
+		wantError bool
+	}{
+		{name: "stopped while reading", stop: true},
+		{name: "failing while leading", wantError: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var lines []string
+			logger := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})
+			ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), logger))
+			defer cancel()
+			r := failingCopies{}
+			if tc.stop {
+				r.stop = cancel
+			}
+			tr := &csvcleanup.Tracker{Reader: r, Client: &patches{got: map[string]string{}}}
+			if err := tr.Start(ctx); err != nil {
+				t.Fatalf("Start: %v, want nil (a failed pass waits for the next leadership)", err)
+			}
+			logged := strings.Contains(strings.Join(lines, "\n"), "connection refused")
+			if logged != tc.wantError {
+				t.Errorf("error logged: %v, want %v; log: %q", logged, tc.wantError, lines)
+			}
+		})
 	}
 }
