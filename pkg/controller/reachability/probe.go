@@ -37,11 +37,21 @@ const Name = "webhook-probe"
 // Event reasons, on the MutatingWebhookConfiguration olmguard-mutating.
 const (
 	// ReasonNotCalled (Warning): a probe saw the kube-apiserver not call the webhook, or fail the
-	// dry run, after a probe that saw it called (or as the first probe).
+	// dry run, after a probe that saw it called, or StartupGrace after the first probe without a
+	// probe that saw it called.
 	ReasonNotCalled = "WebhookNotCalled"
-	// ReasonCalled (Normal): a probe saw the kube-apiserver call the webhook again.
+	// ReasonCalled (Normal): a probe saw the kube-apiserver call the webhook again, after a
+	// WebhookNotCalled.
 	ReasonCalled = "WebhookCalledAgain"
 )
+
+// StartupGrace is how long after its first probe the prober waits, while it has not yet seen the
+// webhook called, before it records WebhookNotCalled: on a fresh install (and on a rollout of
+// both Deployments) the controller usually leads before the webhook's pods serve, and a Warning
+// followed a minute later by WebhookCalledAgain would tell a new user something is wrong when
+// nothing is. The gauge and the failure counter report every probe as it is meanwhile (alert
+// OlmguardWebhookNotCalled waits 5 minutes).
+const StartupGrace = 2 * time.Minute
 
 // Options are the probe's settings.
 type Options struct {
@@ -87,8 +97,14 @@ type Prober struct {
 	// that kubectl describe shows the Event (list by name: the controller may list, not get,
 	// webhook configurations); nil or not found records it by name only.
 	Reader client.Reader
-	// last is the previous probe's outcome, "" before the first.
-	last webhookprobe.Outcome
+	// Now is the clock StartupGrace is measured on (nil: time.Now).
+	Now func() time.Time
+	// last is the previous probe's outcome, "" before the first; first is when the first probe
+	// ran; seenCalled whether a probe has seen the webhook called; warned whether the last Event
+	// is a WebhookNotCalled.
+	last               webhookprobe.Outcome
+	first              time.Time
+	seenCalled, warned bool
 }
 
 // Add registers the prober with mgr, as a leader-only runnable.
@@ -134,24 +150,35 @@ func (p *Prober) ProbeOnce(ctx context.Context, logger logr.Logger) webhookprobe
 		metrics.WebhookReachable.Set(0)
 		metrics.WebhookProbeFailures.WithLabelValues(string(r.Outcome)).Inc()
 	}
-	changed := r.Outcome != p.last
-	first := p.last == ""
-	p.last = r.Outcome
-	if !changed {
-		return r
+	now := time.Now
+	if p.Now != nil {
+		now = p.Now
 	}
+	if p.first.IsZero() {
+		p.first = now()
+	}
+	changed := r.Outcome != p.last
+	p.last = r.Outcome
 	msg := printable.Line(r.Message)
 	switch {
-	case !r.OK():
+	case r.OK() && p.warned:
+		p.warned = false
+		logger.Info("the kube-apiserver calls olmguard's webhook again", "outcome", r.Outcome)
+		p.event(ctx, corev1.EventTypeNormal, ReasonCalled, msg)
+	case r.OK() && !p.seenCalled:
+		logger.Info("the kube-apiserver calls olmguard's webhook", "outcome", r.Outcome)
+	case r.OK():
+	case p.warned && !changed:
+	case p.warned || p.seenCalled || now().Sub(p.first) >= StartupGrace:
+		p.warned = true
 		logger.Info("the kube-apiserver does not call olmguard's webhook: admissions go through unguarded", "outcome", r.Outcome, "message", msg,
 			"runbook", "docs/alerts.md#olmguardwebhooknotcalled")
 		p.event(ctx, corev1.EventTypeWarning, ReasonNotCalled, msg)
-	case first:
-		logger.Info("the kube-apiserver calls olmguard's webhook", "outcome", r.Outcome)
-	default:
-		logger.Info("the kube-apiserver calls olmguard's webhook again", "outcome", r.Outcome)
-		p.event(ctx, corev1.EventTypeNormal, ReasonCalled, msg)
+	case changed:
+		logger.Info("the kube-apiserver does not call olmguard's webhook yet; its pods may still be starting", "outcome", r.Outcome, "message", msg,
+			"warningAfter", StartupGrace.String())
 	}
+	p.seenCalled = p.seenCalled || r.OK()
 	return r
 }
 

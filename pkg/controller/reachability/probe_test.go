@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -25,20 +26,36 @@ const (
 	failed
 )
 
+// probeAt is one probe: the answer, and the time since the first probe.
+type probeAt struct {
+	answer
+	at time.Duration
+}
+
 // TestProbeOnceTransitions: the gauge follows every probe; an Event and a log line mark each
-// change only (a first failure included, a first success not).
+// change only (a first failure included, a first success not). Until a probe has seen the webhook
+// called, a failure is recorded only StartupGrace after the first probe: the rows "starting" fail
+// without the grace (a Warning, then a Normal WebhookCalledAgain, on every fresh install).
 func TestProbeOnceTransitions(t *testing.T) {
+	const late = StartupGrace
 	for _, tc := range []struct {
 		name   string
-		seq    []answer
+		seq    []probeAt
 		events []string // reasons, in order
 		gauge  float64  // after the last probe
 	}{
-		{name: "called from the start", seq: []answer{called, called}, gauge: 1},
-		{name: "not called from the start", seq: []answer{notCalled, notCalled}, events: []string{"Warning " + ReasonNotCalled}, gauge: 0},
-		{name: "lost, then back", seq: []answer{called, notCalled, notCalled, called}, events: []string{"Warning " + ReasonNotCalled, "Normal " + ReasonCalled}, gauge: 1},
-		{name: "the dry run fails", seq: []answer{called, failed}, events: []string{"Warning " + ReasonNotCalled}, gauge: 0},
-		{name: "from failing to not called", seq: []answer{failed, notCalled}, events: []string{"Warning " + ReasonNotCalled, "Warning " + ReasonNotCalled}, gauge: 0},
+		{name: "called from the start", seq: []probeAt{{called, 0}, {called, time.Minute}}, gauge: 1},
+		{name: "starting: not called, then called within the grace", seq: []probeAt{{notCalled, 0}, {failed, 30 * time.Second}, {called, time.Minute}}, gauge: 1},
+		{name: "starting: not called within the grace", seq: []probeAt{{notCalled, 0}, {notCalled, time.Minute}}, gauge: 0},
+		{name: "not called from the start, past the grace", seq: []probeAt{{notCalled, 0}, {notCalled, time.Minute}, {notCalled, late}, {notCalled, late + time.Minute}},
+			events: []string{"Warning " + ReasonNotCalled}, gauge: 0},
+		{name: "not called past the grace, then called", seq: []probeAt{{notCalled, 0}, {notCalled, late}, {called, late + time.Minute}},
+			events: []string{"Warning " + ReasonNotCalled, "Normal " + ReasonCalled}, gauge: 1},
+		{name: "lost, then back", seq: []probeAt{{called, 0}, {notCalled, time.Second}, {notCalled, 2 * time.Second}, {called, 3 * time.Second}},
+			events: []string{"Warning " + ReasonNotCalled, "Normal " + ReasonCalled}, gauge: 1},
+		{name: "the dry run fails", seq: []probeAt{{called, 0}, {failed, time.Second}}, events: []string{"Warning " + ReasonNotCalled}, gauge: 0},
+		{name: "from failing to not called", seq: []probeAt{{failed, 0}, {failed, late}, {notCalled, late + time.Second}},
+			events: []string{"Warning " + ReasonNotCalled, "Warning " + ReasonNotCalled}, gauge: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var next answer
@@ -59,9 +76,11 @@ func TestProbeOnceTransitions(t *testing.T) {
 				},
 			}).Build()
 			rec := events.NewFakeRecorder(10)
-			p := &Prober{Client: c, Namespace: "og", Recorder: rec}
+			start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			var now time.Time
+			p := &Prober{Client: c, Namespace: "og", Recorder: rec, Now: func() time.Time { return now }}
 			for _, a := range tc.seq {
-				next = a
+				next, now = a.answer, start.Add(a.at)
 				p.ProbeOnce(context.Background(), logr.Discard())
 			}
 			if got := testutil.ToFloat64(metrics.WebhookReachable); got != tc.gauge {
