@@ -166,7 +166,7 @@ func Audit(ctx context.Context, c client.Reader, o Options) (*Report, error) {
 		r.Findings = append(r.Findings, CheckStuckCSVs(csvStatus, o.Now(), o.PendingAfter)...)
 		r.Findings = append(r.Findings, CheckReplacesCycles(csvStatus)...)
 		if okSubs {
-			r.Findings = append(r.Findings, CheckOrphanCSVs(csvItems, subs)...)
+			r.Findings = append(r.Findings, CheckOrphanCSVs(csvStatus, subs)...)
 			r.Findings = append(r.Findings, CheckBlockingCSVs(csvItems, subs, o.Now())...)
 		}
 	}

@@ -200,25 +200,49 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 		Fix: "install olmguard (see its README), or check that its controller runs"}, checkOlmguard()))
 }
 
-// CheckOrphanCSVs finds operators left installed with no Subscription (F3): CSVs in a namespace
-// where no Subscription is left. OLM never upgrades them, and olmguard cannot tell an uninstall
-// from a forgotten operator. An uninstall during an install or upgrade leaves one: OLM executes
-// the running plan to its end and creates the CSV again (docs/cleanup.md). Copies of a CSV and the
-// CSVs OLM installs itself (packageserver, labelled olm.version) have no Subscription by design.
-func CheckOrphanCSVs(csvs []CSV, subs []*v1alpha1.Subscription) []Finding {
-	subscribed := map[string]bool{}
+// CheckOrphanCSVs finds operators left installed with no Subscription (F3): CSVs that no
+// Subscription of their namespace has installed. OLM's rule (its resolver's CSV source,
+// pkg/controller/registry/resolver/source_csvs.go): a CSV is a Subscription's when one of the
+// namespace has it as status.installedCSV; any other is freestanding, never upgraded, and kept by
+// every resolution of the namespace. An uninstall during an install or upgrade leaves one: OLM executes the running
+// plan to its end and creates the CSV again (docs/cleanup.md), in a namespace that may hold other
+// operators' Subscriptions (an openshift-operators-style global namespace). Not reported: CSVs
+// being installed (a Subscription's status.currentCSV, before OLM sets installedCSV) or replaced
+// by one a Subscription names (an upgrade, which deletes them once it succeeds), those a
+// Subscription's failed resolution blames (CheckBlockingCSVs reports them), copies of a CSV, CSVs
+// being deleted and the CSVs OLM installs itself (packageserver, labelled olm.version).
+func CheckOrphanCSVs(csvs []v1alpha1.ClusterServiceVersion, subs []*v1alpha1.Subscription) []Finding {
+	named := map[string]bool{} // namespace/name of the CSVs a Subscription installed, installs or blames
 	for _, s := range subs {
-		subscribed[s.Namespace] = true
+		for _, name := range []string{s.Status.InstalledCSV, s.Status.CurrentCSV} {
+			if name != "" {
+				named[s.Namespace+"/"+name] = true
+			}
+		}
+		if s.DeletionTimestamp == nil {
+			for _, name := range drift.BlamedCSVs(s) {
+				named[s.Namespace+"/"+name] = true
+			}
+		}
+	}
+	replacedByNamed := map[string]bool{}
+	for i := range csvs {
+		c := &csvs[i]
+		if r := c.Spec.Replaces; r != "" && named[c.Namespace+"/"+c.Name] {
+			replacedByNamed[c.Namespace+"/"+r] = true
+		}
 	}
 	var out []Finding
 	for i := range csvs {
 		c := &csvs[i]
+		key := c.Namespace + "/" + c.Name
 		_, olmOwn := c.Labels[olm.VersionLabel]
-		if subscribed[c.Namespace] || c.DeletionTimestamp != nil || olmOwn || olm.IsCopiedCSV(c.Namespace, c.Labels, c.Annotations, "") {
+		if named[key] || replacedByNamed[key] || c.DeletionTimestamp != nil || olmOwn || olm.IsCopiedCSV(c.Namespace, c.Labels, c.Annotations, "") {
 			continue
 		}
 		out = append(out, withCommands(Finding{Class: F3, Kind: olm.ClusterServiceVersionKind, Namespace: c.Namespace, Name: c.Name, Check: "CSVWithoutSubscription",
-			Problem: "no Subscription in its namespace: OLM will never upgrade it; an uninstall that raced an upgrade leaves one behind",
+			Problem: "no Subscription of its namespace has it installed (status.installedCSV): OLM takes it for an operator installed by hand and never upgrades it; " +
+				"an uninstall that raced an install or upgrade leaves one behind",
 			Fix: fmt.Sprintf("if the operator was uninstalled, delete the CSV (olmguard removes what OLM created for it); "+
 				"to keep it: create a Subscription to its package in %s", c.Namespace)},
 			kubectl(c.Namespace, "delete", "csv").Name("", olm.ClusterServiceVersionKind, c.Name)))

@@ -315,34 +315,67 @@ func TestSortAndTable(t *testing.T) {
 	}
 }
 
+// TestCheckOrphanCSVs: a CSV no Subscription of its namespace has installed is reported, beside
+// other operators' Subscriptions too (the recreated CSV of an uninstall in a global namespace: the
+// rows "beside another operator's Subscription" fail when any Subscription in the namespace
+// counts); installs and upgrades in progress are not.
 func TestCheckOrphanCSVs(t *testing.T) {
-	csv := func(ns, name string, mod func(*CSV)) CSV {
-		c := CSV{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	csv := func(ns, name, replaces string, mod func(*v1alpha1.ClusterServiceVersion)) v1alpha1.ClusterServiceVersion {
+		c := v1alpha1.ClusterServiceVersion{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		c.Spec.Replaces = replaces
 		if mod != nil {
 			mod(&c)
 		}
 		return c
 	}
-	subs := []v1alpha1.Subscription{{ObjectMeta: metav1.ObjectMeta{Namespace: "subscribed", Name: "s"}}}
+	sub := func(name, installed, current string) v1alpha1.Subscription {
+		s := v1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: name}}
+		s.Status.InstalledCSV, s.Status.CurrentCSV = installed, current
+		return s
+	}
+	blamed := strings.ReplaceAll(orphanMessage, "@existing/ns//beta", "@existing/ops//beta")
+	subs := []v1alpha1.Subscription{
+		sub("alpha", "alpha.v1", "alpha.v1"),       // installed
+		sub("gamma", "", "gamma.v1"),               // being installed: OLM sets installedCSV once the CSV exists
+		sub("delta", "delta.v1", "delta.v2"),       // upgrading: delta.v2 replaces delta.v1
+		sub("epsilon", "epsilon.v2", "epsilon.v2"), // upgraded: epsilon.v1 goes once epsilon.v2 succeeds
+		resolutionFailed(sub("beta-again", "", ""), "ConstraintsNotSatisfiable", blamed),
+	}
 	tests := []struct {
 		name string
-		csv  CSV
+		csvs []v1alpha1.ClusterServiceVersion
 		want string
 	}{
-		{"a CSV beside a Subscription", csv("subscribed", "a.v1", nil), ""},
-		{"a CSV in a namespace without Subscriptions", csv("left", "a.v2", nil), "F3:CSVWithoutSubscription:left/a.v2"},
-		{"being deleted", csv("left", "a.v1", func(c *CSV) { c.DeletionTimestamp = ago(time.Second) }), ""},
-		{"a copy in a target namespace", csv("left", "a.v2", func(c *CSV) { c.Labels = map[string]string{olm.CopiedFromLabel: "ops"} }), ""},
-		{"OLM's own packageserver", csv("olm", "packageserver", func(c *CSV) { c.Labels = map[string]string{"olm.version": "v0.46.0"} }), ""},
+		{"installed by a Subscription", []v1alpha1.ClusterServiceVersion{csv("ops", "alpha.v1", "", nil)}, ""},
+		{"beside another operator's Subscription", []v1alpha1.ClusterServiceVersion{csv("ops", "left.v1", "", nil)}, "F3:CSVWithoutSubscription:ops/left.v1"},
+		{"an older version of an installed operator, not being replaced", []v1alpha1.ClusterServiceVersion{csv("ops", "alpha.v0", "", nil)}, "F3:CSVWithoutSubscription:ops/alpha.v0"},
+		{"named by a Subscription of another namespace", []v1alpha1.ClusterServiceVersion{csv("other", "alpha.v1", "", nil)}, "F3:CSVWithoutSubscription:other/alpha.v1"},
+		{"in a namespace without Subscriptions", []v1alpha1.ClusterServiceVersion{csv("left", "a.v2", "", nil)}, "F3:CSVWithoutSubscription:left/a.v2"},
+		{"being installed", []v1alpha1.ClusterServiceVersion{csv("ops", "gamma.v1", "", nil)}, ""},
+		{"an upgrade in progress", []v1alpha1.ClusterServiceVersion{csv("ops", "delta.v1", "", nil), csv("ops", "delta.v2", "delta.v1", nil)}, ""},
+		{"replaced by the installed version", []v1alpha1.ClusterServiceVersion{csv("ops", "epsilon.v1", "", nil), csv("ops", "epsilon.v2", "epsilon.v1", nil)}, ""},
+		{"replaced by a CSV no Subscription names: both left by an uninstall during an upgrade",
+			[]v1alpha1.ClusterServiceVersion{csv("left", "a.v1", "", nil), csv("left", "a.v2", "a.v1", nil)},
+			"F3:CSVWithoutSubscription:left/a.v1,F3:CSVWithoutSubscription:left/a.v2"},
+		{"blamed by a failed resolution (CheckBlockingCSVs reports it)", []v1alpha1.ClusterServiceVersion{csv("ops", "beta.v1.0.0", "", nil)}, ""},
+		{"being deleted", []v1alpha1.ClusterServiceVersion{csv("left", "a.v1", "", func(c *v1alpha1.ClusterServiceVersion) { c.DeletionTimestamp = ago(time.Second) })}, ""},
+		{"a copy in a target namespace", []v1alpha1.ClusterServiceVersion{csv("left", "a.v2", "", func(c *v1alpha1.ClusterServiceVersion) {
+			c.Labels = map[string]string{olm.CopiedFromLabel: "ops"}
+		})}, ""},
+		{"OLM's own packageserver", []v1alpha1.ClusterServiceVersion{csv("olm", "packageserver", "", func(c *v1alpha1.ClusterServiceVersion) {
+			c.Labels = map[string]string{"olm.version": "v0.46.0"}
+		})}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := CheckOrphanCSVs([]CSV{tt.csv}, pointers(subs))
+			got := CheckOrphanCSVs(tt.csvs, pointers(subs))
 			if c := checks(t, got); c != tt.want {
 				t.Fatalf("findings %q, want %q", c, tt.want)
 			}
-			if len(got) == 1 && !slices.Equal(got[0].Commands, []string{"kubectl -n left delete csv a.v2"}) {
-				t.Errorf("commands %q do not say how to remove it", got[0].Commands)
+			for _, f := range got {
+				if want := []string{"kubectl -n " + f.Namespace + " delete csv " + f.Name}; !slices.Equal(f.Commands, want) {
+					t.Errorf("commands %q do not say how to remove it: want %q", f.Commands, want)
+				}
 			}
 		})
 	}
