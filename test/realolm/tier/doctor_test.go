@@ -108,7 +108,9 @@ func TestDoctor(t *testing.T) {
 // OLM's own words as evidence: two OperatorGroups (OLM fails the installed CSV with
 // TooManyOperatorGroups), a CSV left behind by deleting only its Subscription that blocks a new
 // Subscription to the same package (ConstraintsNotSatisfiable; the fix doctor prints lets it
-// install), and a catalog whose address points nowhere (never READY). Not reproduced here, and
+// install), and a catalog whose address points nowhere (never READY). And a CSV left by deleting
+// only its Subscription in a namespace where another operator's Subscription stays
+// (CSVWithoutSubscription, by OLM's rule: no Subscription has it as status.installedCSV). Not reproduced here, and
 // covered by envtest objects shaped as OLM and the kubelet write them (pkg/doctor): OOMKilled or
 // crash-looping registry pods (kwok nodes run no containers), a bundle unpack past its deadline
 // (the tier unpacks bundles on the host), a CSV stuck Installing, and an unavailable packageserver
@@ -124,6 +126,12 @@ func TestDoctorOLMFailures(t *testing.T) {
 	subscribe(t, c, twoOGs, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
 	orphan := operatorNamespace(t, c, "doctor-orphan")
 	first := subscribe(t, c, orphan, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
+	// A CSV left beside another operator's Subscription: beta's Subscription alone is deleted in
+	// a namespace where alpha's stays.
+	left := operatorNamespace(t, c, "doctor-left")
+	alphaCSV := realolm.Alpha.CSVName("3.0.0")
+	alpha := subscribe(t, c, left, "alpha", realolm.Alpha, v1alpha1.ApprovalAutomatic, alphaCSV)
+	leftBeta := subscribe(t, c, left, "beta", realolm.Beta, v1alpha1.ApprovalAutomatic, "")
 	catalogs := operatorNamespace(t, c, "doctor-catalog")
 	// 192.0.2.0/24 is TEST-NET-1: nothing answers there.
 	cs := &v1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Namespace: catalogs, Name: "nowhere"},
@@ -179,6 +187,33 @@ func TestDoctorOLMFailures(t *testing.T) {
 	if _, report = doctorReport(t, c, orphan); slices.ContainsFunc(report.Findings, func(f doctor.Finding) bool { return f.Check == "OrphanCSVBlocksResolution" }) {
 		t.Errorf("after the fix, doctor still reports the orphan: %+v", report.Findings)
 	}
+
+	// OLM keeps alpha's CSV as its Subscription's status.installedCSV, and beta's as nobody's:
+	// doctor reports beta's alone (it reported neither while a Subscription was left in the
+	// namespace).
+	waitCSV(t, c, left, csvName)
+	waitCSV(t, c, left, alphaCSV)
+	testenv.Eventually(t, "OLM records "+alphaCSV+" as installed by Subscription alpha", func(ctx context.Context) (bool, error) {
+		sub := &v1alpha1.Subscription{}
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(alpha), sub)
+		return err == nil && sub.Status.InstalledCSV == alphaCSV, err
+	})
+	if err := c.Client.Delete(ctx, leftBeta); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "Subscription beta is gone", func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(leftBeta), &v1alpha1.Subscription{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	code, report = doctorReport(t, c, left)
+	f = finding(t, report, "CSVWithoutSubscription", csvName)
+	if code != 1 || !slices.Contains(f.Commands, "kubectl -n "+left+" delete csv "+csvName) {
+		t.Errorf("a CSV left beside another Subscription on OLM %s: exit %d, %+v", o.Version, code, f)
+	}
+	if slices.ContainsFunc(report.Findings, func(f doctor.Finding) bool { return f.Name == alphaCSV }) {
+		t.Errorf("doctor reports %s, which Subscription alpha has installed: %+v", alphaCSV, report.Findings)
+	}
+	t.Logf("OLM %s, a CSV left beside another Subscription: %s -> %s %q", o.Version, f.Problem, f.Fix, f.Commands)
 
 	// Waits for the catalog to be older than doctor's --pending-after=1s below (creation times
 	// are whole seconds, hence 2 s): a minimum age to wait for, which no slow machine can miss.
