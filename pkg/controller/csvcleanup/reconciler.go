@@ -275,6 +275,19 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, csv *v1alpha1.ClusterS
 		metrics.CleanupDeletions.WithLabelValues("cluster").Add(float64(n))
 	}
 	if cleanup.DeleteOperands(kind, csv, r.OperandCleanup) {
+		// Operands are data: the cache's word that no Subscription names the CSV is checked
+		// against the apiserver, which may hold one the cache has not seen yet (a recreate taken
+		// for an uninstall).
+		live, err := r.liveNaming(ctx, csv)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(live) > 0 {
+			kind, why = cleanup.Classify(csv, sameNamespace, live)
+			log = log.WithValues("classification", kind)
+		}
+	}
+	if cleanup.DeleteOperands(kind, csv, r.OperandCleanup) {
 		remaining, deleted, err := r.deleteOperands(ctx, csv, others, fromPlans.crds)
 		if err != nil {
 			return reconcile.Result{}, err
@@ -321,6 +334,31 @@ func (r *Reconciler) confirmNaming(ctx context.Context, csv *v1alpha1.ClusterSer
 		out = append(out, *live)
 	}
 	return out, nil
+}
+
+// livePageSize bounds the Subscriptions liveNaming holds at once: a tenant who may create
+// Subscriptions decides their size (a spec.config of a megabyte: docs/performance.md).
+const livePageSize = 10
+
+// liveNaming returns the Subscriptions of csv's namespace that name it (cleanup.NamesCSV) as the
+// apiserver holds them now, read a page at a time, in the CSV's namespace only.
+func (r *Reconciler) liveNaming(ctx context.Context, csv *v1alpha1.ClusterServiceVersion) ([]v1alpha1.Subscription, error) {
+	var out []v1alpha1.Subscription
+	cont := ""
+	for {
+		page := &v1alpha1.SubscriptionList{}
+		if err := r.Reader.List(ctx, page, client.InNamespace(csv.Namespace), client.Limit(livePageSize), client.Continue(cont)); err != nil {
+			return nil, err
+		}
+		for i := range page.Items {
+			if s := &page.Items[i]; cleanup.NamesCSV(s, csv.Namespace, csv.Name) {
+				out = append(out, *s)
+			}
+		}
+		if cont = page.Continue; cont == "" {
+			return out, nil
+		}
+	}
 }
 
 // release removes olmguard's finalizer, never any other.
