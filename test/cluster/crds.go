@@ -3,12 +3,15 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -76,4 +79,60 @@ func (c *Cluster) waitEstablished(ctx context.Context, name string) error {
 		return fmt.Errorf("CRD %s not established: %w", name, err)
 	}
 	return nil
+}
+
+// ensureCRD creates crd unless the cluster has one of that name (a foreign cluster's stays as it
+// is), and waits until it is established.
+func (c *Cluster) ensureCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+	if err := c.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+	}
+	return c.waitEstablished(ctx, crd.Name)
+}
+
+// clusterOperatorGVK is OpenShift's ClusterOperator, where its operators report their status.
+var clusterOperatorGVK = schema.GroupVersionKind{Group: openShiftConfigGroup, Version: "v1", Kind: "ClusterOperator"}
+
+const openShiftConfigGroup = "config.openshift.io"
+
+// openShiftConfigCRDs serve the kinds of OpenShift's config.openshift.io/v1 that its fork of
+// olm-operator reads: ClusterOperator, where it reports its status (--writeStatusName), and Proxy,
+// the cluster's proxy settings, which it watches once the group is served (its discovery looks at
+// the group). Without them it stopped every 2 minutes, its cache waiting for ClusterOperator;
+// with the group and no Proxy, it never starts. olmguard's own minimal definitions:
+// cluster-scoped, a status subresource, fields unchecked.
+func openShiftConfigCRDs() []*apiextensionsv1.CustomResourceDefinition {
+	return []*apiextensionsv1.CustomResourceDefinition{
+		clusterScopedCRD(clusterOperatorGVK, "clusteroperators", "co"),
+		clusterScopedCRD(clusterOperatorGVK.GroupVersion().WithKind("Proxy"), "proxies"),
+	}
+}
+
+func clusterScopedCRD(gvk schema.GroupVersionKind, plural string, shortNames ...string) *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + gvk.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: gvk.Group,
+			Scope: apiextensionsv1.ClusterScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(gvk.Kind),
+				Kind: gvk.Kind, ListKind: gvk.Kind + "List", ShortNames: shortNames},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: gvk.Version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &preserve}},
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+			}},
+		},
+	}
+}
+
+// waitClusterOperator waits until the ClusterOperator name exists.
+func (c *Cluster) waitClusterOperator(ctx context.Context, name string) error {
+	co := &unstructured.Unstructured{}
+	co.SetGroupVersionKind(clusterOperatorGVK)
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKey{Name: name}, co)
+		return err == nil, client.IgnoreNotFound(err)
+	})
 }

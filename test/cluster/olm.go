@@ -56,7 +56,14 @@ type Layout struct {
 	GlobalOperatorsNamespace string
 	// OLMArgs and CatalogArgs are the further arguments each operator is run with.
 	OLMArgs, CatalogArgs []string
+	// ClusterOperator, when set, is the ClusterOperator (config.openshift.io/v1) olm-operator
+	// reports its status in (OpenShift's --writeStatusName). The cluster then serves the kinds of
+	// config.openshift.io its fork reads (openShiftConfigCRDs).
+	ClusterOperator string
 }
+
+// openShiftStatusName is the ClusterOperator OpenShift's manifests have olm-operator report in.
+const openShiftStatusName = "operator-lifecycle-manager"
 
 // GlobalOperatorGroup is the name of the OperatorGroup of a layout's global operators namespace.
 const GlobalOperatorGroup = "global-operators"
@@ -73,8 +80,9 @@ func LayoutFor(version string) Layout {
 			Namespace:                "openshift-operator-lifecycle-manager",
 			CatalogNamespace:         "openshift-marketplace",
 			GlobalOperatorsNamespace: "openshift-operators",
-			OLMArgs:                  []string{"--writeStatusName=operator-lifecycle-manager", "--writePackageServerStatusName=operator-lifecycle-manager-packageserver"},
+			OLMArgs:                  []string{"--writeStatusName=" + openShiftStatusName, "--writePackageServerStatusName=operator-lifecycle-manager-packageserver"},
 			CatalogArgs:              []string{"--writeStatusName=operator-lifecycle-manager-catalog"},
+			ClusterOperator:          openShiftStatusName,
 		}
 	}
 	return Layout{Namespace: OLMNamespace, CatalogNamespace: OLMNamespace}
@@ -242,6 +250,13 @@ func (c *Cluster) StartOLMWith(ctx context.Context, version string, opts OLMOpti
 	if err := c.createLayoutNamespaces(ctx, o.Layout); err != nil {
 		return nil, err
 	}
+	if o.ClusterOperator != "" {
+		for _, crd := range openShiftConfigCRDs() {
+			if err := c.ensureCRD(ctx, crd); err != nil {
+				return nil, err
+			}
+		}
+	}
 	catalogKubeconfig := o.Kubeconfig
 	if opts.CatalogKubeconfig != nil {
 		if catalogKubeconfig, err = opts.CatalogKubeconfig(o.Kubeconfig); err != nil {
@@ -263,6 +278,14 @@ func (c *Cluster) StartOLMWith(ctx context.Context, version string, opts OLMOpti
 	c.mu.Unlock()
 	o.wg.Add(1)
 	go func() { defer o.wg.Done(); o.unpackJobs(runCtx) }()
+	if o.ClusterOperator != "" {
+		// Proof that olm-operator's ClusterOperator controller runs: it creates the object once its
+		// cache has synced, which never happens where the kind is not served.
+		if err := c.waitClusterOperator(ctx, o.ClusterOperator); err != nil {
+			o.Stop()
+			return nil, fmt.Errorf("olm-operator %s did not create its ClusterOperator %s (logs in %s): %w", version, o.ClusterOperator, o.logDir, err)
+		}
+	}
 	c.logf("OLM %s running (logs in %s)", version, o.logDir)
 	return o, nil
 }

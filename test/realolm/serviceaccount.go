@@ -119,7 +119,8 @@ func UpgradeWithUserMetadata(ctx context.Context, c client.Client, prefix string
 	}
 	logf("%s: OLM created ServiceAccount %s with labels %v, owners %d", ns, sa.Name, sa.Labels, len(sa.OwnerReferences))
 	// As an administrator's edit does, read and write again when OLM wrote the ServiceAccount in
-	// between (seen on OpenShift 4.20, whose olm-operator restarts and syncs it again).
+	// between (seen on OpenShift 4.20 when its olm-operator, then without the ClusterOperator kind
+	// served, restarted and synced it again; any resync of the CSV does the same).
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, key, sa); err != nil {
 			return err
