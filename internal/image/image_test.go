@@ -224,3 +224,35 @@ func extract(t *testing.T, r io.Reader, dir string) {
 		}
 	}
 }
+
+// TestBenchmarkReferenceBuiltAsImage: hack/build-ref.sh builds an earlier commit's binaries for a
+// benchmark beside today's, which test/procs builds as the image does (Olmguard's environment and
+// flags); both sides of a comparison must be built alike.
+func TestBenchmarkReferenceBuiltAsImage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "hack", "build-ref.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, line := range strings.Split(string(b), "\n") {
+		_, cmd, ok := strings.Cut(line, "&& ")
+		if !ok || !strings.Contains(cmd, "go build") {
+			continue
+		}
+		words, err := shellWords(strings.TrimSuffix(strings.TrimSpace(cmd), ")"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, flags, _, ok := goBuild(words)
+		if !ok {
+			continue
+		}
+		found = true
+		if !cmp.Equal(env, Olmguard.BuildEnv) || !cmp.Equal(flags, Olmguard.BuildFlags) {
+			t.Errorf("hack/build-ref.sh builds with %q %q, the image with %q %q", env, flags, Olmguard.BuildEnv, Olmguard.BuildFlags)
+		}
+	}
+	if !found {
+		t.Error("no go build line found in hack/build-ref.sh")
+	}
+}
