@@ -204,13 +204,14 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 // Subscription of their namespace has installed. OLM's rule (its resolver's CSV source,
 // pkg/controller/registry/resolver/source_csvs.go): a CSV is a Subscription's when one of the
 // namespace has it as status.installedCSV; any other is freestanding, never upgraded, and kept by
-// every resolution of the namespace. An uninstall during an install or upgrade leaves one: OLM executes the running
-// plan to its end and creates the CSV again (docs/cleanup.md), in a namespace that may hold other
-// operators' Subscriptions (an openshift-operators-style global namespace). Not reported: CSVs
-// being installed (a Subscription's status.currentCSV, before OLM sets installedCSV) or replaced
-// by one a Subscription names (an upgrade, which deletes them once it succeeds), those a
-// Subscription's failed resolution blames (CheckBlockingCSVs reports them), copies of a CSV, CSVs
-// being deleted and the CSVs OLM installs itself (packageserver, labelled olm.version).
+// every resolution of the namespace. An uninstall during an install or upgrade leaves one: OLM
+// executes the running plan to its end and creates the CSV again (docs/cleanup.md), in a namespace
+// that may hold other operators' Subscriptions (an openshift-operators-style global namespace).
+// Not reported: CSVs being installed (a Subscription's status.currentCSV, before OLM sets
+// installedCSV) or replaced by one a Subscription names (an upgrade, which deletes them once it
+// succeeds), those a Subscription's failed resolution blames (CheckBlockingCSVs reports them),
+// copies of a CSV, CSVs being deleted and the CSVs OLM installs itself (packageserver, labelled
+// olm.version).
 func CheckOrphanCSVs(csvs []v1alpha1.ClusterServiceVersion, subs []*v1alpha1.Subscription) []Finding {
 	named := map[string]bool{} // namespace/name of the CSVs a Subscription installed, installs or blames
 	for _, s := range subs {
