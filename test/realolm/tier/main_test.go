@@ -59,11 +59,7 @@ func realOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		shared.olm, shared.err = realolm.StartOLM(ctx, c, version(), realolm.Alpha, realolm.Beta, realolm.Gamma, realolm.Delta, realolm.Iota, Epsilon, Eta, Theta)
-		if v, err := c.Clientset.Discovery().ServerVersion(); err == nil {
-			resultsMu.Lock()
-			kubeVersion = v.GitVersion
-			resultsMu.Unlock()
-		}
+		noteKubeVersion(c)
 	})
 	if shared.err != nil {
 		t.Fatalf("starting OLM %s: %v", version(), shared.err)
@@ -91,6 +87,7 @@ func globalOLM(t *testing.T) (*cluster.Cluster, *cluster.OLM) {
 		global.c, global.err = cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d-global", os.Getpid()), Nodes: 1})
 		if global.err == nil {
 			global.olm, global.err = realolm.StartOLM(ctx, global.c, version(), Omega)
+			noteKubeVersion(global.c)
 		}
 	})
 	if global.err != nil {
@@ -120,7 +117,23 @@ func clusterOfItsOwn(ctx context.Context, t *testing.T, suffix string) *cluster.
 	t.Helper()
 	c := must(cluster.Start(ctx, cluster.Options{Name: fmt.Sprintf("olmguard-realolm-%d-%s", os.Getpid(), suffix), Nodes: 1}))(t)
 	t.Cleanup(func() { _ = c.Stop() })
+	noteKubeVersion(c)
 	return c
+}
+
+// noteKubeVersion keeps the kube-apiserver version of c for the recorded results, from whichever
+// cluster runs first: every cluster of the tier runs the same binaries, and a test on a cluster of
+// its own may end before the shared cluster starts (its result then named no Kubernetes version).
+func noteKubeVersion(c *cluster.Cluster) {
+	v, err := c.Clientset.Discovery().ServerVersion()
+	if err != nil {
+		return
+	}
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	if kubeVersion == "" {
+		kubeVersion = v.GitVersion
+	}
 }
 
 // waitOwnedBy waits until the plan of r is owned by its Subscription B.
