@@ -16,43 +16,35 @@ import (
 	"github.com/olmguard/olmguard/test/testenv"
 )
 
-// staleCache is the manager's cache as a busy apiserver leaves it: reads are real, but the
-// Subscription list still holds a Subscription the user has already deleted.
-type staleCache struct {
+// behindCache is the manager's cache as a busy apiserver leaves it: reads are real, but its
+// Subscription list is what seen makes of the apiserver's (one the user deleted still there, or
+// one just written not there yet).
+type behindCache struct {
 	client.Client
-	deleted v1alpha1.Subscription
+	seen func([]v1alpha1.Subscription) []v1alpha1.Subscription
 }
 
-func (s staleCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if err := s.Client.List(ctx, list, opts...); err != nil {
+func (b behindCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := b.Client.List(ctx, list, opts...); err != nil {
 		return err
 	}
 	if subs, ok := list.(*v1alpha1.SubscriptionList); ok {
-		subs.Items = append(subs.Items, s.deleted)
+		subs.Items = b.seen(subs.Items)
 	}
 	return nil
 }
 
-// TestUninstallSeenThroughAStaleCache: a user deletes the Subscription, then the CSV, and the
-// controller's cache still holds the Subscription, which names the CSV. Before the live check the
-// reconciler took the uninstall for a Recreate and kept the operands of a CSV that opted in to their
-// cleanup (seen in the real-OLM tier under load: TestF3Uninstall, "left its operand"). Now it reads
-// the Subscriptions that name the CSV from the apiserver, and the operand goes.
-func TestUninstallSeenThroughAStaleCache(t *testing.T) {
-	env := testenv.Shared(t)
-	c := env.Client
+// cleanupThroughCache deletes an opted-in CSV that OLM installed a CRD for, with one operand, and
+// runs csv-cleanup on it through cache until it releases its finalizer. It reports whether the
+// operand is gone. Nothing else reconciles here: each poll runs the reconciler once, as its queue
+// would.
+func cleanupThroughCache(t *testing.T, c client.Client, csv *v1alpha1.ClusterServiceVersion, cache func(client.Client) client.Client) bool {
+	t.Helper()
 	ctx := context.Background()
-	createWidgetCRD(t, c)
-	ns := namespace(t, c, "stale")
-	csv := createCSV(t, c, ns, "op.v1", "", true)
-	createCRDPlan(t, c, ns, "op.v1", "widgets.example.com") // OLM installed the CRD for it
-	operand := createWidget(t, c, ns, "data")
-
-	deleted := v1alpha1.Subscription{}
-	deleted.Namespace, deleted.Name, deleted.UID = ns, "op", "deleted-a-moment-ago"
-	deleted.Status.CurrentCSV, deleted.Status.InstalledCSV = csv.Name, csv.Name
+	createCRDPlan(t, c, csv.Namespace, csv.Name, "widgets.example.com") // OLM installed the CRD for it
+	operand := createWidget(t, c, csv.Namespace, "data")
 	r := &csvcleanup.Reconciler{
-		Client:         staleCache{Client: c, deleted: deleted},
+		Client:         cache(c),
 		Reader:         c,
 		Recorder:       events.NewFakeRecorder(100),
 		OperandCleanup: cleanup.OperandCleanupOptIn,
@@ -62,46 +54,51 @@ func TestUninstallSeenThroughAStaleCache(t *testing.T) {
 	if err := c.Delete(ctx, csv); err != nil {
 		t.Fatal(err)
 	}
-	// Nothing else reconciles here: each poll runs the reconciler once, as its queue would.
 	testenv.Eventually(t, "the CSV's cleanup done and its finalizer released", func(ctx context.Context) (bool, error) {
 		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(csv)}); err != nil {
 			return false, err
 		}
 		return gone(ctx, c, csv)
 	})
-	if ok, err := gone(ctx, c, operand); err != nil || !ok {
-		t.Errorf("the operand of a CSV that opted in to cleanup survived its uninstall (gone %v, %v): the cached, deleted Subscription made it a Recreate", ok, err)
+	ok, err := gone(ctx, c, operand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// TestUninstallSeenThroughAStaleCache: a user deletes the Subscription, then the CSV, and the
+// controller's cache still holds the Subscription, which names the CSV. Before the live check the
+// reconciler took the uninstall for a Recreate and kept the operands of a CSV that opted in to their
+// cleanup (seen in the real-OLM tier under load: TestF3Uninstall, "left its operand"). Now it reads
+// the Subscriptions that name the CSV from the apiserver, and the operand goes.
+func TestUninstallSeenThroughAStaleCache(t *testing.T) {
+	c := testenv.Shared(t).Client
+	createWidgetCRD(t, c)
+	ns := namespace(t, c, "stale")
+	csv := createCSV(t, c, ns, "op.v1", "", true)
+	deleted := v1alpha1.Subscription{}
+	deleted.Namespace, deleted.Name, deleted.UID = ns, "op", "deleted-a-moment-ago"
+	deleted.Status.CurrentCSV, deleted.Status.InstalledCSV = csv.Name, csv.Name
+	stale := func(c client.Client) client.Client {
+		return behindCache{Client: c, seen: func(subs []v1alpha1.Subscription) []v1alpha1.Subscription { return append(subs, deleted) }}
+	}
+	if !cleanupThroughCache(t, c, csv, stale) {
+		t.Error("the operand of a CSV that opted in to cleanup survived its uninstall: the cached, deleted Subscription made it a Recreate")
 	}
 }
 
-// laggingCache is the manager's cache before it has seen a Subscription the apiserver holds: reads
-// are real, but the Subscription list lacks it.
-type laggingCache struct{ client.Client }
-
-func (l laggingCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if err := l.Client.List(ctx, list, opts...); err != nil {
-		return err
-	}
-	if subs, ok := list.(*v1alpha1.SubscriptionList); ok {
-		subs.Items = nil
-	}
-	return nil
-}
-
-// TestRecreateSeenThroughALaggingCache: the reverse of TestUninstallSeenThroughAStaleCache. The
-// apiserver holds a Subscription that names the deleted CSV, which OLM will create again, and the
-// controller's cache has not seen it yet. Without the live check before operands go, the reconciler
-// took the recreate for an uninstall and deleted the operands of a CSV that opted in to their
-// cleanup; now they stay, and the finalizer is released.
+// TestRecreateSeenThroughALaggingCache: the reverse. The apiserver holds a Subscription that names
+// the deleted CSV, which OLM will create again, and the controller's cache has not seen it yet.
+// Without the live check before operands go, the reconciler took the recreate for an uninstall
+// and deleted the operands of a CSV that opted in to their cleanup; now they stay, and the
+// finalizer is released.
 func TestRecreateSeenThroughALaggingCache(t *testing.T) {
-	env := testenv.Shared(t)
-	c := env.Client
+	c := testenv.Shared(t).Client
 	ctx := context.Background()
 	createWidgetCRD(t, c)
 	ns := namespace(t, c, "lagging")
 	csv := createCSV(t, c, ns, "op.v1", "", true)
-	createCRDPlan(t, c, ns, "op.v1", "widgets.example.com")
-	operand := createWidget(t, c, ns, "data")
 	// Subscriptions of the namespace beyond one page, the one naming the CSV last by name.
 	for _, name := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "zz-op"} {
 		sub := &v1alpha1.Subscription{}
@@ -118,24 +115,10 @@ func TestRecreateSeenThroughALaggingCache(t *testing.T) {
 			}
 		}
 	}
-	r := &csvcleanup.Reconciler{
-		Client:         laggingCache{Client: c},
-		Reader:         c,
-		Recorder:       events.NewFakeRecorder(100),
-		OperandCleanup: cleanup.OperandCleanupOptIn,
-		Timeout:        time.Hour,
-		Now:            time.Now,
+	lagging := func(c client.Client) client.Client {
+		return behindCache{Client: c, seen: func([]v1alpha1.Subscription) []v1alpha1.Subscription { return nil }}
 	}
-	if err := c.Delete(ctx, csv); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, "the CSV's cleanup done and its finalizer released", func(ctx context.Context) (bool, error) {
-		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(csv)}); err != nil {
-			return false, err
-		}
-		return gone(ctx, c, csv)
-	})
-	if ok, err := gone(ctx, c, operand); err != nil || ok {
-		t.Errorf("the operand of a CSV a Subscription will create again was deleted (gone %v, %v): the lagging cache made it an Uninstall", ok, err)
+	if cleanupThroughCache(t, c, csv, lagging) {
+		t.Error("the operand of a CSV a Subscription will create again was deleted: the lagging cache made it an Uninstall")
 	}
 }
