@@ -2,6 +2,7 @@ package csvcleanup_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,17 +36,17 @@ func (b behindCache) List(ctx context.Context, list client.ObjectList, opts ...c
 }
 
 // cleanupThroughCache deletes an opted-in CSV that OLM installed a CRD for, with one operand, and
-// runs csv-cleanup on it through cache until it releases its finalizer. It reports whether the
-// operand is gone. Nothing else reconciles here: each poll runs the reconciler once, as its queue
-// would.
-func cleanupThroughCache(t *testing.T, c client.Client, csv *v1alpha1.ClusterServiceVersion, cache func(client.Client) client.Client) bool {
+// runs csv-cleanup on it through cache, reading the apiserver through reader, until it releases
+// its finalizer. It reports whether the operand is gone. Nothing else reconciles here: each poll
+// runs the reconciler once, as its queue would.
+func cleanupThroughCache(t *testing.T, c client.Client, csv *v1alpha1.ClusterServiceVersion, cache func(client.Client) client.Client, reader client.Reader) bool {
 	t.Helper()
 	ctx := context.Background()
 	createCRDPlan(t, c, csv.Namespace, csv.Name, "widgets.example.com") // OLM installed the CRD for it
 	operand := createWidget(t, c, csv.Namespace, "data")
 	r := &csvcleanup.Reconciler{
 		Client:         cache(c),
-		Reader:         c,
+		Reader:         reader,
 		Recorder:       events.NewFakeRecorder(100),
 		OperandCleanup: cleanup.OperandCleanupOptIn,
 		Timeout:        time.Hour,
@@ -83,7 +84,7 @@ func TestUninstallSeenThroughAStaleCache(t *testing.T) {
 	stale := func(c client.Client) client.Client {
 		return behindCache{Client: c, seen: func(subs []v1alpha1.Subscription) []v1alpha1.Subscription { return append(subs, deleted) }}
 	}
-	if !cleanupThroughCache(t, c, csv, stale) {
+	if !cleanupThroughCache(t, c, csv, stale, c) {
 		t.Error("the operand of a CSV that opted in to cleanup survived its uninstall: the cached, deleted Subscription made it a Recreate")
 	}
 }
@@ -118,7 +119,28 @@ func TestRecreateSeenThroughALaggingCache(t *testing.T) {
 	lagging := func(c client.Client) client.Client {
 		return behindCache{Client: c, seen: func([]v1alpha1.Subscription) []v1alpha1.Subscription { return nil }}
 	}
-	if cleanupThroughCache(t, c, csv, lagging) {
+	reads := &subscriptionPages{Reader: c}
+	if cleanupThroughCache(t, c, csv, lagging, reads) {
 		t.Error("the operand of a CSV a Subscription will create again was deleted: the lagging cache made it an Uninstall")
 	}
+	// A tenant decides how large its Subscriptions are: they are read from the apiserver 10 at a
+	// time, whatever the namespace holds (12 here).
+	if len(reads.limits) < 2 || slices.ContainsFunc(reads.limits, func(l int64) bool { return l <= 0 || l > 10 }) {
+		t.Errorf("Subscriptions read from the apiserver in pages of %v, want pages of at most 10 (two or more here)", reads.limits)
+	}
+}
+
+// subscriptionPages records the page size of each Subscription list read through it.
+type subscriptionPages struct {
+	client.Reader
+	limits []int64
+}
+
+func (p *subscriptionPages) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*v1alpha1.SubscriptionList); ok {
+		o := &client.ListOptions{}
+		o.ApplyOptions(opts)
+		p.limits = append(p.limits, o.Limit)
+	}
+	return p.Reader.List(ctx, list, opts...)
 }
