@@ -88,6 +88,16 @@ func TestApprovalGuard(t *testing.T) {
 		t.Fatalf("with olmguard (enforce), approving the superseded plan %s: %v, want a denial saying %s", first.Name, err, wantStale)
 	}
 	t.Logf("with olmguard, approving the superseded plan: %v", err)
+	// OLM made the upgrade plan while gamma's install was still under way, so the plan lists
+	// gamma's CSV too: until gamma's Subscription records it installed, approving the plan would
+	// also install gamma, and the guard rightly refuses it (seen on a loaded run). A user
+	// approves alpha's upgrade once the namespace has settled.
+	waitCSV(t, c, ns, realolm.Gamma.CSVName("1.0.0"))
+	testenv.Eventually(t, "OLM records "+realolm.Gamma.CSVName("1.0.0")+" as installed by Subscription gamma", func(ctx context.Context) (bool, error) {
+		sub := &v1alpha1.Subscription{}
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(gamma), sub)
+		return err == nil && sub.Status.InstalledCSV == realolm.Gamma.CSVName("1.0.0"), err
+	})
 	approve(t, c, upgrade) // the Manual operator's own upgrade, owned by gamma too as OLM owns every plan
 	waitCSV(t, c, ns, realolm.Alpha.CSVName("2.0.0"))
 	checkLogs(t, o)
