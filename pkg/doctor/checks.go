@@ -213,13 +213,8 @@ func CheckCSVs(csvs []CSV, now time.Time, stuckAfter time.Duration) []Finding {
 // copies of a CSV, CSVs being deleted and the CSVs OLM installs itself (packageserver, labelled
 // olm.version).
 func CheckOrphanCSVs(csvs []v1alpha1.ClusterServiceVersion, subs []*v1alpha1.Subscription) []Finding {
-	named := map[string]bool{} // namespace/name of the CSVs a Subscription installed, installs or blames
+	named := subscribedCSVs(subs) // and below, those a Subscription's failed resolution blames
 	for _, s := range subs {
-		for _, name := range []string{s.Status.InstalledCSV, s.Status.CurrentCSV} {
-			if name != "" {
-				named[s.Namespace+"/"+name] = true
-			}
-		}
 		if s.DeletionTimestamp == nil {
 			for _, name := range drift.BlamedCSVs(s) {
 				named[s.Namespace+"/"+name] = true

@@ -24,6 +24,20 @@ import (
 // The checks in this file find OLM failures olmguard reports but does not heal (class OLM): each
 // finding quotes what OLM (or the kubelet, or the aggregator) wrote as its Evidence.
 
+// subscribedCSVs is the set of namespace/name of the CSVs a Subscription has as
+// status.installedCSV or status.currentCSV: those OLM takes for a Subscription's.
+func subscribedCSVs(subs []*v1alpha1.Subscription) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range subs {
+		for _, name := range []string{s.Status.InstalledCSV, s.Status.CurrentCSV} {
+			if name != "" {
+				out[s.Namespace+"/"+name] = true
+			}
+		}
+	}
+	return out
+}
+
 // CheckBlockingCSVs finds installed CSVs that a Subscription's failed resolution blames and that
 // no Subscription references (status.installedCSV or currentCSV): OLM's solver keeps the CSV,
 // refuses to install the package again beside it ("constraints not satisfiable ... exists and is
@@ -34,11 +48,7 @@ func CheckBlockingCSVs(csvs []CSV, subs []*v1alpha1.Subscription, now time.Time)
 	for i := range csvs {
 		present[csvs[i].Namespace+"/"+csvs[i].Name] = &csvs[i]
 	}
-	referenced := map[string]bool{}
-	for _, s := range subs {
-		referenced[s.Namespace+"/"+s.Status.InstalledCSV] = true
-		referenced[s.Namespace+"/"+s.Status.CurrentCSV] = true
-	}
+	referenced := subscribedCSVs(subs)
 	blamedBy := map[string][]*v1alpha1.Subscription{}
 	var order []string
 	for i := range subs {
