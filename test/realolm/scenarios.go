@@ -158,6 +158,22 @@ func SubscriptionAtLatest(ctx context.Context, c client.Client, ns, name string)
 	})
 }
 
+// SubscriptionInstalled waits until OLM records csv as sub's status.installedCSV: it does so once
+// the CSV exists, a moment after the plan that created it.
+func SubscriptionInstalled(ctx context.Context, c client.Client, sub *v1alpha1.Subscription, csv string) error {
+	err := testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
+		got := &v1alpha1.Subscription{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(sub), got); err != nil {
+			return false, err
+		}
+		return got.Status.InstalledCSV == csv, nil
+	})
+	if err != nil {
+		return fmt.Errorf("OLM never recorded %s as installed by Subscription %s/%s: %w", csv, sub.Namespace, sub.Name, err)
+	}
+	return nil
+}
+
 // NoPlanInstalling waits until no InstallPlan of ns is Installing: a plan that is executes to its
 // end whether or not its Subscription and CSVs still exist, and recreates what it lists.
 func NoPlanInstalling(ctx context.Context, c client.Client, ns string) error {

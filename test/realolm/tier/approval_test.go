@@ -93,11 +93,9 @@ func TestApprovalGuard(t *testing.T) {
 	// also install gamma, and the guard rightly refuses it (seen on a loaded run). A user
 	// approves alpha's upgrade once the namespace has settled.
 	waitCSV(t, c, ns, realolm.Gamma.CSVName("1.0.0"))
-	testenv.Eventually(t, "OLM records "+realolm.Gamma.CSVName("1.0.0")+" as installed by Subscription gamma", func(ctx context.Context) (bool, error) {
-		sub := &v1alpha1.Subscription{}
-		err := c.Client.Get(ctx, client.ObjectKeyFromObject(gamma), sub)
-		return err == nil && sub.Status.InstalledCSV == realolm.Gamma.CSVName("1.0.0"), err
-	})
+	if err := realolm.SubscriptionInstalled(ctx, c.Client, gamma, realolm.Gamma.CSVName("1.0.0")); err != nil {
+		t.Fatal(err)
+	}
 	approve(t, c, upgrade) // the Manual operator's own upgrade, owned by gamma too as OLM owns every plan
 	waitCSV(t, c, ns, realolm.Alpha.CSVName("2.0.0"))
 	checkLogs(t, o)

@@ -193,11 +193,9 @@ func TestDoctorOLMFailures(t *testing.T) {
 	// namespace).
 	waitCSV(t, c, left, csvName)
 	waitCSV(t, c, left, alphaCSV)
-	testenv.Eventually(t, "OLM records "+alphaCSV+" as installed by Subscription alpha", func(ctx context.Context) (bool, error) {
-		sub := &v1alpha1.Subscription{}
-		err := c.Client.Get(ctx, client.ObjectKeyFromObject(alpha), sub)
-		return err == nil && sub.Status.InstalledCSV == alphaCSV, err
-	})
+	if err := realolm.SubscriptionInstalled(ctx, c.Client, alpha, alphaCSV); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Client.Delete(ctx, leftBeta); err != nil {
 		t.Fatal(err)
 	}
