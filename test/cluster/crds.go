@@ -30,16 +30,29 @@ func (c *Cluster) installCRDs(ctx context.Context, apply bool) error {
 	if err != nil {
 		return err
 	}
+	if !apply {
+		return c.createCRDs(ctx, defs)
+	}
 	for _, crd := range defs {
-		if apply {
-			err = c.applyCRD(ctx, crd)
-		} else if err = c.Client.Create(ctx, crd.DeepCopy()); apierrors.IsAlreadyExists(err) {
-			err = nil
-		}
-		if err != nil {
+		if err := c.applyCRD(ctx, crd); err != nil {
 			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
 		}
 	}
+	return c.waitAllEstablished(ctx, defs)
+}
+
+// createCRDs creates those of defs the cluster has none of that name (a foreign cluster's stay as
+// they are), and waits until every one is established.
+func (c *Cluster) createCRDs(ctx context.Context, defs []*apiextensionsv1.CustomResourceDefinition) error {
+	for _, crd := range defs {
+		if err := c.Client.Create(ctx, crd.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+		}
+	}
+	return c.waitAllEstablished(ctx, defs)
+}
+
+func (c *Cluster) waitAllEstablished(ctx context.Context, defs []*apiextensionsv1.CustomResourceDefinition) error {
 	for _, crd := range defs {
 		if err := c.waitEstablished(ctx, crd.Name); err != nil {
 			return err
@@ -79,15 +92,6 @@ func (c *Cluster) waitEstablished(ctx context.Context, name string) error {
 		return fmt.Errorf("CRD %s not established: %w", name, err)
 	}
 	return nil
-}
-
-// ensureCRD creates crd unless the cluster has one of that name (a foreign cluster's stays as it
-// is), and waits until it is established.
-func (c *Cluster) ensureCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
-	if err := c.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
-	}
-	return c.waitEstablished(ctx, crd.Name)
 }
 
 // clusterOperatorGVK is OpenShift's ClusterOperator, where its operators report their status.

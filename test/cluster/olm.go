@@ -251,10 +251,8 @@ func (c *Cluster) StartOLMWith(ctx context.Context, version string, opts OLMOpti
 		return nil, err
 	}
 	if o.ClusterOperator != "" {
-		for _, crd := range openShiftConfigCRDs() {
-			if err := c.ensureCRD(ctx, crd); err != nil {
-				return nil, err
-			}
+		if err := c.createCRDs(ctx, openShiftConfigCRDs()); err != nil {
+			return nil, err
 		}
 	}
 	catalogKubeconfig := o.Kubeconfig
