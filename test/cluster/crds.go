@@ -135,7 +135,7 @@ func clusterScopedCRD(gvk schema.GroupVersionKind, plural string, shortNames ...
 func (c *Cluster) waitClusterOperator(ctx context.Context, name string) error {
 	co := &unstructured.Unstructured{}
 	co.SetGroupVersionKind(clusterOperatorGVK)
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, testenv.Patience, true, func(ctx context.Context) (bool, error) {
+	return testenv.Poll(ctx, func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKey{Name: name}, co)
 		return err == nil, client.IgnoreNotFound(err)
 	})
