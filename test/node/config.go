@@ -51,14 +51,14 @@ const cniBinDir = "/usr/lib/cni"
 func (n *Node) cniConfig() string {
 	return fmt.Sprintf(`{
   "cniVersion": "0.4.0",
-  "name": "olmguard-node",
+  "name": %q,
   "plugins": [
     {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": true, "hairpinMode": true,
      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, n.bridge, n.opts.PodCIDR)
+`, cniNetwork, n.bridge, n.opts.PodCIDR)
 }
 
 // kubeletConfig is the kubelet's configuration file. The apiserver has no kubelet client

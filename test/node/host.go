@@ -37,7 +37,7 @@ type hostState struct {
 	dirs     map[string]bool // which of hostDirs existed
 }
 
-func saveHost(n *Node) (hostState, error) {
+func saveHost() (hostState, error) {
 	h := hostState{sysctls: map[string]string{}, iptables: map[string]string{}}
 	for _, s := range sysctls {
 		b, err := os.ReadFile(sysctlPath(s))
@@ -60,9 +60,6 @@ func saveHost(n *Node) (hostState, error) {
 	}
 	h.netns = dirNames("/var/run/netns")
 	h.logLinks = dirNames("/var/log/containers")
-	if _, err := os.Stat(n.dir); err == nil {
-		return h, fmt.Errorf("%s exists: a node of that name runs, or one was not torn down (remove it once no kubelet or containerd uses it)", n.dir)
-	}
 	return h, nil
 }
 

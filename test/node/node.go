@@ -2,7 +2,8 @@
 // runc and a CNI bridge from the host's packages, and a kubelet built at the pinned Kubernetes
 // version, as processes the tier owns. Images come from OCI archives imported into containerd; no
 // registry is reached. Stop tears everything down and restores what the node changed on the host
-// (sysctls, iptables rules); Leftovers says what, if anything, is still there.
+// (sysctls, iptables rules); Leftovers says what, if anything, is still there. Start first
+// reclaims what a killed run of a node of the same name left on the host.
 package node
 
 import (
@@ -107,7 +108,10 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{Name: o.Name, IP: ip, opts: o, c: c, dir: filepath.Join(os.TempDir(), "olmguard-node-"+o.Name), bridge: "olmg0"}
-	if n.host, err = saveHost(n); err != nil {
+	if err := n.reclaimLeftover(); err != nil {
+		return nil, err
+	}
+	if n.host, err = saveHost(); err != nil {
 		return nil, err
 	}
 	if err := n.start(ctx); err != nil {

@@ -20,12 +20,7 @@ const EnvRequire = "OLMGUARD_REQUIRE_REAL_NODE"
 // into the binary cache when missing (hack/test-binaries.sh kubelet).
 func Binaries(t *testing.T) (kubelet, kubectl string) {
 	t.Helper()
-	if err := Supported(); err != nil {
-		if errors.Is(err, ErrUnsupported) && os.Getenv(EnvRequire) == "" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
+	RequireHost(t)
 	root, err := testbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -36,4 +31,16 @@ func Binaries(t *testing.T) (kubelet, kubectl string) {
 	}
 	kubelet = strings.TrimSpace(string(out))
 	return kubelet, filepath.Join(filepath.Dir(kubelet), "kubectl")
+}
+
+// RequireHost skips t, saying why, when this host cannot run a real node (fails it with
+// EnvRequire set).
+func RequireHost(t *testing.T) {
+	t.Helper()
+	if err := Supported(); err != nil {
+		if errors.Is(err, ErrUnsupported) && os.Getenv(EnvRequire) == "" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
 }
