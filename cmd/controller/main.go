@@ -23,12 +23,8 @@ const name = "olmguard-controller"
 var memory memlimit.Choice
 
 func main() {
-	// The controller's heap is mostly its caches, which change little once synced; at Go's default
-	// GOGC=100 the garbage of the first lists and the first reconcile pass sets its peak memory.
-	// GOGC=25 keeps the heap within a quarter of what is live: on a cluster of 2,000 namespaces the
-	// peak went from 159 to 129 MiB, the collector's share of the first 100 s of CPU from 2% to 4%
-	// (docs/performance.md, "Fourth round"). An explicit GOGC still wins.
-	memlimit.DefaultGCPercent(25)
+	// An explicit GOGC still wins (controller.GCPercent says why 25).
+	memlimit.DefaultGCPercent(controller.GCPercent)
 	// Without GOMEMLIMIT, 90% of the container's cgroup memory limit; an explicit one wins.
 	memory = memlimit.Apply()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
