@@ -32,6 +32,10 @@ func Skip() predicate.Funcs {
 // the object (or the object is not a T). acts reads the cache through ctx, which ends MaxWait
 // after the predicate's first initial-list event; an error keeps the object.
 func Unless[T client.Object](acts func(ctx context.Context, obj T) (bool, error)) predicate.Funcs {
+	return unlessWithin(MaxWait, acts)
+}
+
+func unlessWithin[T client.Object](maxWait time.Duration, acts func(ctx context.Context, obj T) (bool, error)) predicate.Funcs {
 	var (
 		mu       sync.Mutex
 		deadline time.Time
@@ -43,7 +47,7 @@ func Unless[T client.Object](acts func(ctx context.Context, obj T) (bool, error)
 		}
 		mu.Lock()
 		if deadline.IsZero() {
-			deadline = time.Now().Add(MaxWait)
+			deadline = time.Now().Add(maxWait)
 		}
 		d := deadline
 		mu.Unlock()

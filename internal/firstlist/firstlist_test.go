@@ -9,8 +9,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/olmguard/olmguard/internal/cachepeek"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 func TestSkipDropsOnlyTheInitialList(t *testing.T) {
@@ -74,5 +79,53 @@ func TestUnlessSharesOneDeadline(t *testing.T) {
 	}
 	if len(deadlines) != 3 || !deadlines[0].Equal(deadlines[1]) || !deadlines[0].Equal(deadlines[2]) {
 		t.Errorf("deadlines %v, want one shared by every decision", deadlines)
+	}
+}
+
+// A decision that reads a cache which never syncs (here: one whose user may not list ConfigMaps,
+// as olmguard may not list a kind an administrator kept from it) returns once the predicate's
+// deadline passes and keeps the object, and the next decision returns at once: the informer's
+// event handler is never held for good (it would be, with a read that ignores ctx).
+func TestUnlessKeepsWhenTheCacheNeverSyncs(t *testing.T) {
+	env := testenv.Start(t)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
+	informers, err := cache.New(cfg, cache.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = informers.Start(ctx) }()
+	if !informers.WaitForCacheSync(ctx) { // started, as the manager's cache is before any event
+		t.Fatal("the cache did not start")
+	}
+
+	var reads []error
+	p := unlessWithin(time.Second, func(ctx context.Context, cm *corev1.ConfigMap) (bool, error) {
+		_, err := cachepeek.Get[corev1.ConfigMap](ctx, informers, client.ObjectKeyFromObject(cm))
+		reads = append(reads, err)
+		return false, err
+	})
+	decided := make(chan bool)
+	go func() {
+		for _, name := range []string{"first", "second"} {
+			decided <- p.Create(event.CreateEvent{Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}, IsInInitialList: true})
+		}
+	}()
+	for i := range 2 {
+		select {
+		case kept := <-decided:
+			if !kept {
+				t.Errorf("decision %d dropped the object although the cache could not be read", i)
+			}
+		case <-time.After(testenv.Patience):
+			t.Fatalf("decision %d still waits on a cache that never syncs after %s", i, testenv.Patience)
+		}
+	}
+	for i, err := range reads {
+		if err == nil {
+			t.Errorf("read %d of a never-synced cache returned no error", i)
+		}
 	}
 }
