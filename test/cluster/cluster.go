@@ -127,11 +127,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		log:        opts.Log,
 	}
 	if !opts.Persistent {
+		reapAbandoned(ctx, opts.BinDir)
 		wd, err := c.kwok.startWatchdog(os.Getpid())
 		if err != nil {
 			return nil, fmt.Errorf("starting the cluster watchdog: %w", err)
 		}
 		c.watchdog = wd.Process
+		if err := recordOwner(c.Name, os.Getpid()); err != nil {
+			return nil, err
+		}
 	}
 	fail := func(err error) (*Cluster, error) {
 		c.dumpLogs()

@@ -302,19 +302,7 @@ rm -rf "$4"`
 }
 
 // clusterNames lists the clusters in WorkDir.
-func clusterNames() []string {
-	entries, err := os.ReadDir(filepath.Join(WorkDir(), "clusters"))
-	if err != nil {
-		return nil
-	}
-	var names []string
-	for _, e := range entries {
-		if e.IsDir() {
-			names = append(names, e.Name())
-		}
-	}
-	return names
-}
+func clusterNames() []string { return dirNames(filepath.Join(WorkDir(), "clusters")) }
 
 // apiServerPatch starts the kube-apiserver's extraArgs in hack/kwok/kwokctl.yaml.
 const apiServerPatch = "- name: kube-apiserver\n  extraArgs:\n"

@@ -7,14 +7,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/testbin"
 )
 
@@ -158,38 +155,9 @@ func startShared() {
 			}
 			break
 		}
-		reapStale(ctx, dir)
 		c, err = Start(ctx, shared.opts)
 	}
 	shared.mu.Lock()
 	shared.c, shared.err = c, err
 	shared.mu.Unlock()
-}
-
-const (
-	e2ePrefix  = "olmguard-e2e-"
-	keepMarker = "keep"
-)
-
-// reapStale deletes clusters of earlier test binaries that are gone without deleting theirs (their
-// watchdog died too, e.g. the machine restarted).
-func reapStale(ctx context.Context, binDir string) {
-	re := regexp.MustCompile("^" + regexp.QuoteMeta(e2ePrefix) + `(\d+)$`)
-	for _, name := range clusterNames() {
-		m := re.FindStringSubmatch(name)
-		if m == nil {
-			continue
-		}
-		pid, _ := strconv.Atoi(m[1])
-		if _, err := os.Stat(filepath.Join(ownDir(name), keepMarker)); err == nil {
-			continue // kept on purpose (OLMGUARD_KEEP_CLUSTER=1)
-		}
-		if pid == os.Getpid() || procs.Alive(pid) {
-			continue
-		}
-		fmt.Fprintf(os.Stderr, "[cluster] deleting stale cluster %s (process %d is gone)\n", name, pid)
-		if err := (&kwokctl{name: name, binDir: binDir}).delete(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "[cluster] %v\n", err)
-		}
-	}
 }
