@@ -83,16 +83,19 @@ func reapAbandoned(ctx context.Context, binDir string) {
 	for _, name := range abandoned() {
 		pid, _ := ownerOf(name)
 		fmt.Fprintf(os.Stderr, "[cluster] deleting abandoned cluster %s (process %d is gone, and its watchdog)\n", name, pid)
-		k := &kwokctl{name: name, binDir: binDir}
-		if _, err := os.Stat(kwokClusterDir(name)); err == nil {
-			err = k.delete(ctx)
-		} else {
-			err = os.RemoveAll(ownDir(name))
-		}
-		if err != nil {
+		if err := deleteAbandoned(ctx, name, binDir); err != nil {
 			fmt.Fprintf(os.Stderr, "[cluster] %v\n", err)
 		}
 	}
+}
+
+// deleteAbandoned deletes the cluster through kwokctl, which stops what still runs of it, or only
+// test/cluster's own directory of it when kwokctl's is gone.
+func deleteAbandoned(ctx context.Context, name, binDir string) error {
+	if _, err := os.Stat(kwokClusterDir(name)); err != nil {
+		return os.RemoveAll(ownDir(name))
+	}
+	return (&kwokctl{name: name, binDir: binDir}).delete(ctx)
 }
 
 func dirNames(dir string) []string {
