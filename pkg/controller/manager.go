@@ -40,14 +40,14 @@ type Setup struct {
 }
 
 // NewManager validates the options, builds the manager with probes and adds the reconcilers.
-func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, error) {
+func NewManager(cfg *rest.Config, o Options, setups ...Setup) (_ manager.Manager, err error) {
 	if cfg == nil {
 		return nil, errNoConfig
 	}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	setups, err := o.Selected(setups)
+	setups, err = o.Selected(setups)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +63,17 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 	if err != nil {
 		return nil, err
 	}
+	var lock *leaderLock
+	if o.LeaderElect {
+		if lock, err = newLeaderLock(kubeapi.WithLimits(cfg), o, scheme); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil { // no manager will stop it
+				lock.broadcaster.Shutdown()
+			}
+		}()
+	}
 	mgr, err := manager.New(kubeapi.WithLimits(cfg), manager.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsauth.ServerOptions(o.MetricsBindAddress, o.MetricsSecure),
@@ -76,7 +87,8 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 		RetryPeriod:             &o.RetryPeriod,
 		// The process exits right after the manager stops, so the next leader need not wait for
 		// the Lease to expire.
-		LeaderElectionReleaseOnCancel: true,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaderElectionResourceLockInterface: lock.orNil(),
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: merged.ByObject,
 			NewInformer: pagedlist.NewInformer(o.CacheListPageSize)},
 		NewCache: unioncache.NewCacheFunc(merged.Also),
@@ -89,6 +101,9 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (manager.Manager, 
 	}
 	if err := mgr.AddReadyzCheck("caches", cachesSynced(mgr)); err != nil {
 		return nil, err
+	}
+	if lock != nil {
+		mgr = leaseReleasing{Manager: mgr, lock: lock}
 	}
 	for _, s := range setups {
 		if s.Add == nil {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -93,3 +96,81 @@ func TestRunWithLeaderElection(t *testing.T) {
 		t.Errorf("the Lease is still held by %q after shutdown", *lease.Spec.HolderIdentity)
 	}
 }
+
+// TestRunReleasesTheLeaseClientGoCouldNot: on cancel client-go reads the Lease and writes it
+// released, once, with no retry. A renewal the cancel cut off client-side may still land in
+// between (seen in CI: "Failed to release lease ... the object has been modified"), and the Lease
+// then stays held until it expires. Run releases it from a fresh read. Forced here: the first read
+// of the Lease after the cancel is answered, then the Lease is updated from outside before
+// client-go writes. Failed before: "the Lease is still held".
+func TestRunReleasesTheLeaseClientGoCouldNot(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	const ns = "olmguard-le-raced"
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKey{Namespace: ns, Name: olmguard.ControllerLeaderElectionID}
+	var armed, raced atomic.Bool
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/leases/"+key.Name) &&
+				armed.Load() && raced.CompareAndSwap(false, true) {
+				lease := &coordinationv1.Lease{}
+				if gerr := env.Client.Get(ctx, key, lease); gerr == nil {
+					lease.Labels = map[string]string{"raced": "true"}
+					if uerr := env.Client.Update(ctx, lease); uerr != nil {
+						t.Errorf("updating the Lease between client-go's read and write: %v", uerr)
+					}
+				}
+			}
+			return resp, err
+		})
+	})
+	o := controller.DefaultOptions()
+	o.LeaderElect, o.LeaderElectionNamespace = true, ns
+	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
+	// No renewal reads the Lease between the first one and the cancel.
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 2*time.Minute, 90*time.Second, 30*time.Second
+	leading := make(chan struct{})
+	setup := controller.Setup{Name: "probe", Add: func(mgr manager.Manager) error {
+		return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { close(leading); <-ctx.Done(); return nil }))
+	}}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- controller.Run(runCtx, cfg, o, setup) }()
+	select {
+	case <-leading:
+	case err := <-done:
+		t.Fatalf("Run returned early: %v", err)
+	case <-time.After(testenv.Patience):
+		t.Fatalf("not leading within %s", testenv.Patience)
+	}
+	armed.Store(true)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run returned %v after cancel, want nil", err)
+		}
+	case <-time.After(testenv.Patience):
+		t.Fatalf("Run did not return within %s of cancel", testenv.Patience)
+	}
+	if !raced.Load() {
+		t.Fatal("the Lease was not read after the cancel: the race was not forced")
+	}
+	lease := &coordinationv1.Lease{}
+	if err := env.Client.Get(ctx, key, lease); err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("the Lease is still held by %q after shutdown", *h)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
