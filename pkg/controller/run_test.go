@@ -37,27 +37,7 @@ func TestRunWithLeaderElection(t *testing.T) {
 	o.MetricsBindAddress = "0"
 	o.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", health)
 
-	leading := make(chan struct{})
-	setup := controller.Setup{Name: "probe", Add: func(mgr manager.Manager) error {
-		// A plain Runnable needs leader election, as reconcilers do.
-		return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			close(leading)
-			<-ctx.Done()
-			return nil
-		}))
-	}}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- controller.Run(runCtx, env.Config, o, setup) }()
-
-	select {
-	case <-leading:
-	case err := <-done:
-		t.Fatalf("Run returned early: %v", err)
-	case <-time.After(testenv.Patience):
-		t.Fatalf("the reconciler did not start within %s", testenv.Patience)
-	}
+	stop := runUntilLeading(t, env.Config, o)
 	lease := &coordinationv1.Lease{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "olmguard-le", Name: olmguard.ControllerLeaderElectionID}, lease); err != nil {
 		t.Fatalf("reading the Lease: %v", err)
@@ -80,21 +60,8 @@ func TestRunWithLeaderElection(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run returned %v after cancel, want nil", err)
-		}
-	case <-time.After(testenv.Patience):
-		t.Fatalf("Run did not return within %s of cancel", testenv.Patience)
-	}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
-		t.Fatal(err)
-	}
-	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
-		t.Errorf("the Lease is still held by %q after shutdown", *lease.Spec.HolderIdentity)
-	}
+	stop()
+	checkReleased(t, env.Client, client.ObjectKeyFromObject(lease))
 }
 
 // TestRunReleasesTheLeaseClientGoCouldNot: on cancel client-go reads the Lease and writes it
@@ -134,43 +101,60 @@ func TestRunReleasesTheLeaseClientGoCouldNot(t *testing.T) {
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
 	// No renewal reads the Lease between the first one and the cancel.
 	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 2*time.Minute, 90*time.Second, 30*time.Second
+	stop := runUntilLeading(t, cfg, o)
+	armed.Store(true)
+	stop()
+	if !raced.Load() {
+		t.Fatal("the Lease was not read after the cancel: the race was not forced")
+	}
+	checkReleased(t, env.Client, key)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// runUntilLeading runs the controller with o until it leads (a plain Runnable needs leader
+// election, as reconcilers do, and starts once the Lease is won); stop cancels it and waits for
+// Run to return nil.
+func runUntilLeading(t *testing.T, cfg *rest.Config, o controller.Options) (stop func()) {
+	t.Helper()
 	leading := make(chan struct{})
 	setup := controller.Setup{Name: "probe", Add: func(mgr manager.Manager) error {
 		return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { close(leading); <-ctx.Done(); return nil }))
 	}}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	done := make(chan error, 1)
-	go func() { done <- controller.Run(runCtx, cfg, o, setup) }()
+	go func() { done <- controller.Run(ctx, cfg, o, setup) }()
 	select {
 	case <-leading:
 	case err := <-done:
 		t.Fatalf("Run returned early: %v", err)
 	case <-time.After(testenv.Patience):
-		t.Fatalf("not leading within %s", testenv.Patience)
+		t.Fatalf("the reconciler did not start within %s", testenv.Patience)
 	}
-	armed.Store(true)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run returned %v after cancel, want nil", err)
+	return func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v after cancel, want nil", err)
+			}
+		case <-time.After(testenv.Patience):
+			t.Fatalf("Run did not return within %s of cancel", testenv.Patience)
 		}
-	case <-time.After(testenv.Patience):
-		t.Fatalf("Run did not return within %s of cancel", testenv.Patience)
 	}
-	if !raced.Load() {
-		t.Fatal("the Lease was not read after the cancel: the race was not forced")
-	}
+}
+
+func checkReleased(t *testing.T, c client.Client, key client.ObjectKey) {
+	t.Helper()
 	lease := &coordinationv1.Lease{}
-	if err := env.Client.Get(ctx, key, lease); err != nil {
+	if err := c.Get(context.Background(), key, lease); err != nil {
 		t.Fatal(err)
 	}
 	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
 		t.Errorf("the Lease is still held by %q after shutdown", *h)
 	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
