@@ -65,7 +65,7 @@ func TestApprovalGuard(t *testing.T) {
 	}
 
 	mixed := plan("install-mixed", 2, []string{"etcd.v2", "redis.v2"}, owner(a), owner(b))
-	if got := approve(mixed); !strings.Contains(got, "approving InstallPlan install-mixed for Subscription a also upgrades Subscription b from redis.v1 to redis.v2, whose approval is Manual") {
+	if got := approve(mixed); !strings.Contains(got, "InstallPlan install-mixed installs etcd.v2 (Automatic Subscription a) and also upgrades Subscription b from redis.v1 to redis.v2, whose approval is Manual") {
 		t.Errorf("approving the mixed plan: warnings %q, want the Manual upgrade named", got)
 	}
 	mixed.Labels = map[string]string{"touched-by": "olm"}

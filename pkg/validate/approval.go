@@ -54,7 +54,7 @@ func ApprovalPolicies(p Policies, a Approval, subs []v1alpha1.Subscription) []Vi
 			// only when the plan installs its next CSV, else a Manual operator's own upgrade plan
 			// would be taken for a mixed one.
 			if cur := s.Status.CurrentCSV; cur != "" && cur != s.Status.InstalledCSV && slices.Contains(a.CSVs, cur) {
-				automatic = append(automatic, s.Name)
+				automatic = append(automatic, fmt.Sprintf("%s (Automatic Subscription %s)", cur, s.Name))
 			}
 			continue
 		}
@@ -70,7 +70,7 @@ func ApprovalPolicies(p Policies, a Approval, subs []v1alpha1.Subscription) []Vi
 	}
 	if len(automatic) > 0 && len(upgraded) > 0 {
 		out = append(out, Violation{Policy: "unrequested-upgrade", Mode: p.Approval, Message: fmt.Sprintf(
-			"approving InstallPlan %s for Subscription %s also upgrades Subscription %s, whose approval is Manual: approve it only if that upgrade is wanted",
+			"InstallPlan %s installs %s and also upgrades Subscription %s, whose approval is Manual: approve it only if that upgrade is wanted",
 			a.Plan, strings.Join(automatic, ", "), strings.Join(upgraded, ", "))})
 	}
 	return out

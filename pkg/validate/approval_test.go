@@ -48,7 +48,7 @@ func TestApprovalPolicies(t *testing.T) {
 			Approval{"install-2", owners[1:], []string{"redis.v2"}, 2}, []v1alpha1.Subscription{manual}, nil},
 		{"mixed plan upgrading the Manual one", Warn,
 			Approval{"install-2", owners, []string{"etcd.v2", "redis.v2"}, 2}, []v1alpha1.Subscription{auto, manual},
-			[]string{"unrequested-upgrade: approving InstallPlan install-2 for Subscription a also upgrades Subscription b from redis.v1 to redis.v2, whose approval is Manual"}},
+			[]string{"unrequested-upgrade: InstallPlan install-2 installs etcd.v2 (Automatic Subscription a) and also upgrades Subscription b from redis.v1 to redis.v2, whose approval is Manual"}},
 		{"mixed plan, the Manual Subscription still at its own older upgrade plan (as OLM v0.46 leaves it)", Warn,
 			Approval{"install-2", owners, []string{"etcd.v2", "redis.v2"}, 2}, []v1alpha1.Subscription{auto, manualAtOwnPlan},
 			[]string{"unrequested-upgrade: also upgrades Subscription b from redis.v1 to redis.v2"}},
