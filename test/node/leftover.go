@@ -18,17 +18,20 @@ const cniNetwork = "olmguard-node"
 // reclaimLeftover removes what a node of this name left on the host when the run that started it
 // was killed before Stop (SIGKILL, a test binary's timeout, a restarted sandbox). Its processes
 // are gone, but the kernel keeps its mounts, pod cgroups, network namespaces, bridge and iptables
-// rules, and the disk its directory and IP allocations. Left there, they fail the next start, or
-// worse, its stale DNAT rule sends the next node's pods to an apiserver that no longer listens.
-// A directory a live process still names belongs to a running node, and is refused.
+// rules, and the disk its directory and IP allocations; when only the test binary was killed, its
+// runc shims and their containers still run. Left there, they fail the next start, or worse, its
+// stale DNAT rule sends the next node's pods to an apiserver that no longer listens. A directory
+// a live kubelet or containerd (any process but a shim) still names belongs to a running node,
+// and is refused.
 func (n *Node) reclaimLeftover() error {
 	if _, err := os.Stat(n.dir); err != nil {
 		return nil
 	}
-	if pids := procs.CommandLinesWith(n.dir); len(pids) > 0 {
+	if pids := nodeProcesses(n.dir); len(pids) > 0 {
 		return fmt.Errorf("%s is in use by processes %v: a node of that name runs (stop it first)", n.dir, pids)
 	}
 	n.logf("%s is left from a run that ended without tearing its node down: reclaiming it", n.dir)
+	killShims(n.containerdSocket())
 	removeCgroups()
 	unmountUnder(n.dir)
 	removeUnusedNetns()
@@ -44,6 +47,20 @@ func (n *Node) reclaimLeftover() error {
 		return fmt.Errorf("removing the leftover %s: %w", n.dir, err)
 	}
 	return nil
+}
+
+// nodeProcesses lists the processes that name dir other than runc shims: a killed test binary
+// takes its kubelet and containerd with it (Pdeathsig), but the shims outlive containerd by
+// design, each with its containers; without a containerd they serve nobody.
+func nodeProcesses(dir string) []int {
+	var out []int
+	for _, pid := range procs.CommandLinesWith(dir) {
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if filepath.Base(strings.TrimSuffix(exe, " (deleted)")) != "containerd-shim-runc-v2" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // removeUnusedNetns removes the CNI network namespaces no process has entered: a pod's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/olmguard/olmguard/test/cluster"
+	"github.com/olmguard/olmguard/test/procs"
 	"github.com/olmguard/olmguard/test/testbin"
 	"github.com/olmguard/olmguard/test/testenv"
 )
@@ -45,31 +47,90 @@ func TestNodeRunsAPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pause", Namespace: "default"},
-		Spec: corev1.PodSpec{NodeName: n.Name, AutomountServiceAccountToken: new(bool),
-			Containers: []corev1.Container{{Name: "pause", Image: SandboxImage, ImagePullPolicy: corev1.PullNever}}}}
-	if err := c.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, "the pod Running and Ready on the real node", func(ctx context.Context) (bool, error) {
-		p := &corev1.Pod{}
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
-			return false, err
-		}
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-				t.Logf("pod IP %s", p.Status.PodIP)
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	runPause(t, ctx, c, n, "pause")
 	if err := n.Stop(); err != nil {
 		t.Error(err)
 	}
 	if left := n.Leftovers(); len(left) > 0 {
 		t.Errorf("the node left on the host: %v", left)
 	}
+}
+
+// TestNodeAfterAKilledRun: a node whose test binary was killed (its kubelet and containerd die
+// with it, its shims and the pod's containers run on, its mounts, namespaces and rules stay) is
+// reclaimed by the next start of a node of that name, which then runs a pod, and whose Stop
+// leaves nothing. Failed before: "/tmp/olmguard-node-olmguard-node exists" (CI, stop 43).
+func TestNodeAfterAKilledRun(t *testing.T) {
+	kubelet, _ := Binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := testbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause, err := BuildPause(ctx, root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Start(ctx, cluster.Options{Name: "olmguard-node-killed", Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	opts := Options{Kubelet: kubelet, Images: []string{pause}}
+	killed, err := Start(ctx, c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPause(t, ctx, c, killed, "before")
+	for _, p := range []*exec.Cmd{killed.kubelet, killed.containerd} {
+		_ = p.Process.Kill()
+	}
+	testenv.Eventually(t, "the killed kubelet and containerd gone", func(context.Context) (bool, error) {
+		return len(nodeProcesses(killed.dir)) == 0, nil
+	})
+	if len(procs.CommandLinesWith(killed.containerdSocket())) == 0 {
+		t.Fatal("no runc shim outlived containerd: the test does not build the leftover it means to")
+	}
+
+	n, err := Start(ctx, c, opts)
+	if err != nil {
+		t.Fatalf("starting a node over the killed one's leftovers: %v", err)
+	}
+	runPause(t, ctx, c, n, "after")
+	if err := n.Stop(); err != nil {
+		t.Error(err)
+	}
+	if left := n.Leftovers(); len(left) > 0 {
+		t.Errorf("the node left on the host: %v", left)
+	}
+}
+
+// runPause runs a pause pod named name on n and waits until it is Ready.
+func runPause(t *testing.T, ctx context.Context, c *cluster.Cluster, n *Node, name string) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: n.Name, AutomountServiceAccountToken: new(bool),
+			Containers: []corev1.Container{{Name: "pause", Image: SandboxImage, ImagePullPolicy: corev1.PullNever}}}}
+	if err := c.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "pod "+name+" Running and Ready on the real node", func(ctx context.Context) (bool, error) {
+		p := &corev1.Pod{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
+			return false, err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }
 
 func TestRulesIgnoresEmptyTables(t *testing.T) {
