@@ -23,27 +23,8 @@ import (
 // TestNodeRunsAPod: a pod bound to the real node runs and turns Ready through its probe; after
 // Stop the host keeps nothing of the node.
 func TestNodeRunsAPod(t *testing.T) {
-	kubelet, _ := Binaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	root, err := testbin.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pause, err := BuildPause(ctx, root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.Start(ctx, cluster.Options{Name: "olmguard-node-test", Nodes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	n, err := Start(ctx, c, Options{Kubelet: kubelet, Images: []string{pause}})
+	ctx, c, opts := clusterForANode(t, "olmguard-node-test")
+	n, err := Start(ctx, c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,27 +42,7 @@ func TestNodeRunsAPod(t *testing.T) {
 // reclaimed by the next start of a node of that name, which then runs a pod, and whose Stop
 // leaves nothing. Failed before: "/tmp/olmguard-node-olmguard-node exists" (CI, stop 43).
 func TestNodeAfterAKilledRun(t *testing.T) {
-	kubelet, _ := Binaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	root, err := testbin.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pause, err := BuildPause(ctx, root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.Start(ctx, cluster.Options{Name: "olmguard-node-killed", Nodes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	opts := Options{Kubelet: kubelet, Images: []string{pause}}
+	ctx, c, opts := clusterForANode(t, "olmguard-node-killed")
 	killed, err := Start(ctx, c, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +69,33 @@ func TestNodeAfterAKilledRun(t *testing.T) {
 	if left := n.Leftovers(); len(left) > 0 {
 		t.Errorf("the node left on the host: %v", left)
 	}
+}
+
+// clusterForANode starts a one-node kwok cluster for a real node and returns it with the node's
+// options (the pinned kubelet, the pause image built); both go when t ends.
+func clusterForANode(t *testing.T, name string) (context.Context, *cluster.Cluster, Options) {
+	t.Helper()
+	kubelet, _ := Binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	root, err := testbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause, err := BuildPause(ctx, root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Start(ctx, cluster.Options{Name: name, Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return ctx, c, Options{Kubelet: kubelet, Images: []string{pause}}
 }
 
 // runPause runs a pause pod named name on n and waits until it is Ready.
