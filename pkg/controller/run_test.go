@@ -81,7 +81,7 @@ func TestRunReleasesTheLeaseClientGoCouldNot(t *testing.T) {
 	var armed, raced atomic.Bool
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return testenv.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
 			if err == nil && req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/leases/"+key.Name) &&
 				armed.Load() && raced.CompareAndSwap(false, true) {
@@ -109,10 +109,6 @@ func TestRunReleasesTheLeaseClientGoCouldNot(t *testing.T) {
 	}
 	checkReleased(t, env.Client, key)
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // runUntilLeading runs the controller with o until it leads (a plain Runnable needs leader
 // election, as reconcilers do, and starts once the Lease is won); stop cancels it and waits for

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/olmguard/olmguard/internal/cacheneeds"
+	"github.com/olmguard/olmguard/test/testenv"
 )
 
 // csvReads records the controller's requests for CSVs.
@@ -18,7 +19,7 @@ type csvReads struct {
 }
 
 func (r *csvReads) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+	return testenv.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if strings.HasSuffix(req.URL.Path, "/clusterserviceversions") {
 			r.mu.Lock()
 			r.seen = append(r.seen, req.URL.Query())
@@ -27,10 +28,6 @@ func (r *csvReads) wrap(rt http.RoundTripper) http.RoundTripper {
 		return rt.RoundTrip(req)
 	})
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // checkPagedCSVLists (issue 32, item 3): the controller's CSV informer filled itself with
 // consistent pages of pageSize, never with one list at resourceVersion 0 (which the apiserver

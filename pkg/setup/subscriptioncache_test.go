@@ -47,7 +47,7 @@ type recorder struct {
 func (r *recorder) config(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
+		return testenv.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
 			if err != nil || req.URL.Query().Get("watch") == "true" || !strings.Contains(req.URL.Path, "/subscriptions") {
 				return resp, err
@@ -73,10 +73,6 @@ func (r *recorder) take() []recorded {
 	r.reqs = nil
 	return out
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 type countingBody struct {
 	io.ReadCloser

@@ -381,7 +381,7 @@ type recorder struct {
 }
 
 func (r *recorder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
+	return testenv.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
 		if err != nil || resp == nil {
 			return resp, err
@@ -421,10 +421,6 @@ func (r *recorder) leaks(secrets []string) []string {
 	}
 	return out
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // secrets is what no tenant may learn: the victim's namespace name and its objects' UIDs and
 // Subscription names.
