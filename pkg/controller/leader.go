@@ -29,7 +29,6 @@ import (
 // Lease itself should client-go's release on cancel have failed (releaseIfHeld).
 type leaderLock struct {
 	*resourcelock.LeaseLock
-	leases      coordinationv1client.LeaseInterface
 	broadcaster record.EventBroadcaster
 }
 
@@ -61,7 +60,6 @@ func newLeaderLock(cfg *rest.Config, o Options, scheme *runtime.Scheme) (*leader
 			LockConfig: resourcelock.ResourceLockConfig{Identity: id,
 				EventRecorder: broadcaster.NewRecorder(scheme, corev1.EventSource{Component: id})},
 		},
-		leases:      coordination.Leases(o.LeaderElectionNamespace),
 		broadcaster: broadcaster,
 	}, nil
 }
@@ -73,8 +71,9 @@ func newLeaderLock(cfg *rest.Config, o Options, scheme *runtime.Scheme) (*leader
 // reads the Lease afresh and clears it only while its holder is this process's identity, so a
 // successor that took over in between keeps it.
 func (l *leaderLock) releaseIfHeld(ctx context.Context) error {
+	leases := l.Client.Leases(l.LeaseMeta.Namespace)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		lease, err := l.leases.Get(ctx, l.LeaseMeta.Name, metav1.GetOptions{})
+		lease, err := leases.Get(ctx, l.LeaseMeta.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -89,7 +88,7 @@ func (l *leaderLock) releaseIfHeld(ctx context.Context) error {
 		lease.Spec.HolderIdentity = ptr.To("")
 		lease.Spec.LeaseDurationSeconds = ptr.To[int32](1)
 		lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
-		_, err = l.leases.Update(ctx, lease, metav1.UpdateOptions{})
+		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
 		return err
 	})
 }

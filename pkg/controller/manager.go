@@ -63,9 +63,10 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (_ manager.Manager
 	if err != nil {
 		return nil, err
 	}
+	limited := kubeapi.WithLimits(cfg)
 	var lock *leaderLock
 	if o.LeaderElect {
-		if lock, err = newLeaderLock(kubeapi.WithLimits(cfg), o, scheme); err != nil {
+		if lock, err = newLeaderLock(limited, o, scheme); err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -74,7 +75,7 @@ func NewManager(cfg *rest.Config, o Options, setups ...Setup) (_ manager.Manager
 			}
 		}()
 	}
-	mgr, err := manager.New(kubeapi.WithLimits(cfg), manager.Options{
+	mgr, err := manager.New(limited, manager.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsauth.ServerOptions(o.MetricsBindAddress, o.MetricsSecure),
 		HealthProbeBindAddress:  o.HealthProbeBindAddress,
