@@ -49,12 +49,13 @@ func ownerOf(name string) (int, bool) {
 	return 0, false
 }
 
-// abandoned lists the clusters whose owner is gone while no watchdog of theirs runs: a test binary
-// and its watchdog both killed (a CI job's sandbox torn down, the machine restarted) leave a
-// cluster's etcd data, logs and certificates behind, hundreds of MB each.
-func abandoned() []string {
+// abandoned returns the clusters whose owner is gone while no watchdog of theirs runs, each with
+// its owner's pid: a test binary and its watchdog both killed (a CI job's sandbox torn down, the
+// machine restarted) leave a cluster's etcd data, logs and certificates behind, hundreds of MB
+// each.
+func abandoned() map[string]int {
 	seen := map[string]bool{}
-	var out []string
+	out := map[string]int{} // name: its owner's pid
 	for _, name := range append(clusterNames(), dirNames(filepath.Join(WorkDir(), "olmguard"))...) {
 		if seen[name] {
 			continue
@@ -68,7 +69,7 @@ func abandoned() []string {
 			len(procs.CommandLinesWith(ownDir(name)+" ")) > 0 {
 			continue // its watchdog runs, and deletes it
 		}
-		out = append(out, name)
+		out[name] = pid
 	}
 	return out
 }
@@ -80,8 +81,7 @@ func reapAbandoned(ctx context.Context, binDir string) {
 		return // another process is reaping
 	}
 	defer lock.Close()
-	for _, name := range abandoned() {
-		pid, _ := ownerOf(name)
+	for name, pid := range abandoned() {
 		fmt.Fprintf(os.Stderr, "[cluster] deleting abandoned cluster %s (process %d is gone, and its watchdog)\n", name, pid)
 		if err := deleteAbandoned(ctx, name, binDir); err != nil {
 			fmt.Fprintf(os.Stderr, "[cluster] %v\n", err)
