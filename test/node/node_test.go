@@ -29,12 +29,7 @@ func TestNodeRunsAPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	runPause(t, ctx, c, n, "pause")
-	if err := n.Stop(); err != nil {
-		t.Error(err)
-	}
-	if left := n.Leftovers(); len(left) > 0 {
-		t.Errorf("the node left on the host: %v", left)
-	}
+	StopLeavingNothing(t, n)
 }
 
 // TestNodeAfterAKilledRun: a node whose test binary was killed (its kubelet and containerd die
@@ -63,12 +58,7 @@ func TestNodeAfterAKilledRun(t *testing.T) {
 		t.Fatalf("starting a node over the killed one's leftovers: %v", err)
 	}
 	runPause(t, ctx, c, n, "after")
-	if err := n.Stop(); err != nil {
-		t.Error(err)
-	}
-	if left := n.Leftovers(); len(left) > 0 {
-		t.Errorf("the node left on the host: %v", left)
-	}
+	StopLeavingNothing(t, n)
 }
 
 // clusterForANode starts a one-node kwok cluster for a real node and returns it with the node's

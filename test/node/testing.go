@@ -44,3 +44,14 @@ func RequireHost(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// StopLeavingNothing stops n and fails t unless the host keeps nothing of it (Leftovers).
+func StopLeavingNothing(t *testing.T, n *Node) {
+	t.Helper()
+	if err := n.Stop(); err != nil {
+		t.Error(err)
+	}
+	if left := n.Leftovers(); len(left) > 0 {
+		t.Errorf("the node left on the host: %v", left)
+	}
+}

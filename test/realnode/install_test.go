@@ -75,14 +75,7 @@ func realNode(t *testing.T, name string) (*cluster.Cluster, *node.Node, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := n.Stop(); err != nil {
-			t.Error(err)
-		}
-		if left := n.Leftovers(); len(left) > 0 {
-			t.Errorf("the real node left on the host: %v", left)
-		}
-	})
+	t.Cleanup(func() { node.StopLeavingNothing(t, n) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			describePods(t, c)
