@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,12 +17,9 @@ import (
 // releaseIfHeld clears the Lease only while this process holds it: a successor that took over
 // keeps it, a missing Lease is no error.
 func TestReleaseIfHeld(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	const ns = "olmguard-release"
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	ns := testenv.FreshNamespace(t, env.Client, "olmguard-release")
 	o := controller.DefaultOptions()
 	o.LeaderElectionNamespace = ns
 	identity, releaseIfHeld, stop, err := controller.NewLeaderLockForTest(env.Config, o, env.Scheme)

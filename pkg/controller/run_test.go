@@ -10,8 +10,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -25,21 +23,19 @@ import (
 // Setup start once the Lease is won, /readyz answers 200, and cancelling stops it cleanly and
 // releases the Lease.
 func TestRunWithLeaderElection(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "olmguard-le"}}); err != nil {
-		t.Fatal(err)
-	}
+	ns := testenv.FreshNamespace(t, env.Client, "olmguard-le")
 	health := testenv.FreePort(t)
 	o := controller.DefaultOptions()
 	o.LeaderElect = true
-	o.LeaderElectionNamespace = "olmguard-le"
+	o.LeaderElectionNamespace = ns
 	o.MetricsBindAddress = "0"
 	o.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", health)
 
 	stop := runUntilLeading(t, env.Config, o)
 	lease := &coordinationv1.Lease{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "olmguard-le", Name: olmguard.ControllerLeaderElectionID}, lease); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: olmguard.ControllerLeaderElectionID}, lease); err != nil {
 		t.Fatalf("reading the Lease: %v", err)
 	}
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
@@ -71,12 +67,9 @@ func TestRunWithLeaderElection(t *testing.T) {
 // of the Lease after the cancel is answered, then the Lease is updated from outside before
 // client-go writes. Failed before: "the Lease is still held".
 func TestRunReleasesTheLeaseClientGoCouldNot(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	ctx := context.Background()
-	const ns = "olmguard-le-raced"
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	ns := testenv.FreshNamespace(t, env.Client, "olmguard-le-raced")
 	key := client.ObjectKey{Namespace: ns, Name: olmguard.ControllerLeaderElectionID}
 	var armed, raced atomic.Bool
 	cfg := rest.CopyConfig(env.Config)
